@@ -1,0 +1,165 @@
+"""Portal's task runner: tests per package and Python, integration, lint, typecheck, benchmarks.
+
+``nox`` runs the default sessions (what CI runs); ``nox -s bench`` runs the opt-in benchmarks;
+``nox -l`` lists everything. Virtual environments are made with uv (fast on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PYTHONS = ["3.11", "3.12", "3.13"]
+PACKAGES = [
+    name
+    for name in (
+        "core",
+        "capture",
+        "storage",
+        "providers-aws",
+        "providers-gcp",
+        "providers-azure",
+        "policies",
+    )
+    if (ROOT / "packages" / name / "pyproject.toml").exists()
+]
+AZURITE_VERSION = "3.35.0"  # 3.36+ need a newer Node than this machine's 20
+AZURITE_DIR = ROOT / ".cache" / "azurite"
+
+# pyenv shims resolve python3.12/python3.13 only when these versions are selected.
+os.environ.setdefault("PYENV_VERSION", "3.11.7:3.12.1:3.13.0")
+
+nox.options.default_venv_backend = "uv"
+nox.options.sessions = ["lint", "typecheck", "tests", "integration"]
+nox.options.error_on_missing_interpreters = True
+
+
+def _package_dir(package: str) -> Path:
+    return ROOT / "packages" / package
+
+
+def _has_tests(path: Path) -> bool:
+    return any(path.rglob("test_*.py"))
+
+
+def _extras(package: str) -> str:
+    """The extras a package's own tests need (its ``testing`` extra, if it declares one)."""
+    text = (_package_dir(package) / "pyproject.toml").read_text()
+    return "[testing]" if "\ntesting = [" in text else ""
+
+
+def _ensure_azurite(session: nox.Session) -> None:
+    """Install the Azure Blob emulator (npm) once, into .cache/azurite; tests find it there."""
+    binary = AZURITE_DIR / "node_modules" / ".bin" / "azurite-blob"
+    if not binary.exists():
+        AZURITE_DIR.mkdir(parents=True, exist_ok=True)
+        session.run(
+            "npm",
+            "install",
+            "--prefix",
+            str(AZURITE_DIR),
+            "--no-audit",
+            "--no-fund",
+            "--loglevel=error",
+            "--save-exact",
+            f"azurite@{AZURITE_VERSION}",
+            external=True,
+        )
+    session.env["PORTAL_AZURITE_BIN"] = str(binary)
+
+
+@nox.session(python=PYTHONS)
+@nox.parametrize("package", PACKAGES)
+def tests(session: nox.Session, package: str) -> None:
+    """One package's own tests, with only that package (and what it needs) installed."""
+    pkg = _package_dir(package)
+    if not _has_tests(pkg / "tests"):
+        session.skip(f"{package} has no tests yet")
+    install = ["-e", str(ROOT / "packages" / "core")]
+    if package != "core":
+        install += ["-e", f"{pkg}{_extras(package)}"]
+    session.install(*install, "pytest>=8", "hypothesis>=6.100")
+    if package == "storage":
+        _ensure_azurite(session)
+    session.run(
+        "pytest",
+        str(pkg / "tests"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--rootdir",
+        str(ROOT),
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        *session.posargs,
+    )
+
+
+@nox.session(python=PYTHONS[0])
+def integration(session: nox.Session) -> None:
+    """Every package built as a wheel and installed together, plus the example plugin."""
+    dist = ROOT / "dist" / "integration"
+    shutil.rmtree(dist, ignore_errors=True)
+    dist.mkdir(parents=True)
+    sources = [ROOT / "packages" / p for p in PACKAGES] + [
+        ROOT / "examples" / "portal-acme-notices"
+    ]
+    for src in sources:
+        session.run(
+            "uv", "build", "--wheel", "--quiet", "--out-dir", str(dist), str(src), external=True
+        )
+    wheels = sorted(str(w) for w in dist.glob("*.whl"))
+    session.install(*wheels, "pytest>=8", "hypothesis>=6.100")
+    session.chdir(ROOT / "tests")  # import the installed wheels, not the source tree
+    session.run(
+        "pytest",
+        str(ROOT / "tests"),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--rootdir",
+        str(ROOT),
+        "-c",
+        str(ROOT / "pyproject.toml"),
+        *session.posargs,
+    )
+
+
+@nox.session(python=PYTHONS[0])
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", str(ROOT))
+    session.run("ruff", "format", "--check", str(ROOT))
+
+
+@nox.session(python=PYTHONS[0])
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict over every package's source."""
+    session.install(
+        "mypy>=1.11",
+        "pytest>=8",
+        "hypothesis>=6.100",
+        *[x for p in PACKAGES for x in ("-e", str(_package_dir(p)))],
+    )
+    session.run("mypy", *[str(_package_dir(p) / "src") for p in PACKAGES])
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (opt-in): each prints ratios against a peer measured in the same run."""
+    session.install(*[x for p in PACKAGES for x in ("-e", f"{_package_dir(p)}{_extras(p)}")])
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        session.run("python", str(script), *session.posargs)
+
+
+@nox.session(python=PYTHONS[0], default=False)
+def demo(session: nox.Session) -> None:
+    """The demo job: a training script gets a notice partway, is resumed, and ends as if never
+    interrupted (compared with an uninterrupted run)."""
+    session.install(*[x for p in PACKAGES for x in ("-e", str(_package_dir(p)))])
+    session.run("python", str(ROOT / "examples" / "demo" / "run_demo.py"), *session.posargs)

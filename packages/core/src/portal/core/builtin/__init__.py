@@ -1,0 +1,1 @@
+"""portal-core's built-in plugins, registered exactly as third-party plugins are."""

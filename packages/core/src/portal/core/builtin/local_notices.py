@@ -1,0 +1,161 @@
+"""The local notice source: notices for one machine, delivered through a directory.
+
+``portal notice JOB`` (or any program) calls :func:`deliver_notice`, which writes one JSON file per
+notice into the job's notice directory, atomically. The node's :class:`LocalNoticeSource` polls that
+directory: a new file is a new notice, a removed file is a withdrawn one. A directory is the
+simplest channel that survives a restart of either side and needs no server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from portal.core.clock import SYSTEM_CLOCK, Clock
+from portal.core.domain import Notice, NoticeKind
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.hookspecs import hookimpl
+from portal.core.specs import NoticeSourceContext, NoticeSourceSpec
+
+__all__ = ["NOTICE_DIR_ENV", "LocalNoticeSource", "deliver_notice", "withdraw_notice"]
+
+NOTICE_DIR_ENV = "PORTAL_NOTICE_DIR"
+SOURCE_NAME = "local"
+log = logging.getLogger("portal.notices.local")
+DEFAULT_NOTICE_S = 120.0
+
+
+def deliver_notice(
+    directory: str | os.PathLike[str],
+    *,
+    seconds: float = DEFAULT_NOTICE_S,
+    kind: NoticeKind = NoticeKind.PREEMPTION,
+    clock: Clock = SYSTEM_CLOCK,
+    reason: str = "delivered by portal notice",
+) -> Notice:
+    """Deliver a notice that the machine goes in ``seconds``; returns it."""
+    if not seconds > 0:
+        raise InvalidArgumentError(
+            f"notice length {seconds!r} s is not valid: give a number of seconds above 0 "
+            "(e.g. --seconds 120)"
+        )
+    now = clock.now()
+    notice = Notice(
+        id=f"local-{uuid.uuid4().hex[:12]}",
+        source=SOURCE_NAME,
+        provider="local",
+        kind=kind,
+        deadline=now + seconds,
+        seen_at=now,
+        raw={"reason": reason, "seconds": seconds},
+    )
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    body = json.dumps(
+        {
+            "id": notice.id,
+            "kind": str(notice.kind),
+            "deadline": notice.deadline,
+            "issued_at": now,
+            "raw": dict(notice.raw),
+        }
+    )
+    tmp = path / f".{notice.id}.tmp"
+    tmp.write_text(body, encoding="utf-8")
+    os.replace(tmp, path / f"{notice.id}.json")
+    return notice
+
+
+def withdraw_notice(directory: str | os.PathLike[str], notice_id: str) -> bool:
+    """Withdraw a delivered notice; False if there was none by that id."""
+    try:
+        (Path(directory) / f"{notice_id}.json").unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+class LocalNoticeSource:
+    """Polls a notice directory; reports new notice files and removed ones (withdrawals)."""
+
+    name = SOURCE_NAME
+
+    def __init__(self, directory: str | os.PathLike[str] | None, *, clock: Clock = SYSTEM_CLOCK):
+        self.directory = Path(directory) if directory else None
+        self.clock = clock
+        self._reported: dict[str, Notice] = {}
+        self._bad: set[str] = set()
+
+    @classmethod
+    def from_context(cls, context: NoticeSourceContext) -> LocalNoticeSource:
+        directory = context.settings.get("local_notice_dir") or context.environ.get(NOTICE_DIR_ENV)
+        return cls(directory, clock=context.clock)
+
+    def detect(self) -> bool:
+        return self.directory is not None
+
+    def poll(self, timeout_s: float = 0.0) -> Sequence[Notice]:
+        if self.directory is None:
+            return []
+        current = self._read_all()
+        changes: list[Notice] = [n for nid, n in current.items() if nid not in self._reported]
+        for nid, notice in list(self._reported.items()):
+            if nid not in current:
+                changes.append(notice.cancel())
+                del self._reported[nid]
+        self._reported.update(current)
+        if not changes and timeout_s > 0:
+            # Nothing to wait on but the directory itself: a short sleep keeps polling cheap.
+            self.clock.sleep(min(timeout_s, 0.1))
+        return changes
+
+    def _read_all(self) -> dict[str, Notice]:
+        assert self.directory is not None
+        try:
+            entries = sorted(self.directory.glob("*.json"))
+        except OSError as exc:
+            raise PortalError(f"cannot read notice directory {self.directory}: {exc}") from exc
+        found: dict[str, Notice] = {}
+        for entry in entries:
+            if entry.stem in self._reported:
+                found[entry.stem] = self._reported[entry.stem]
+                continue
+            try:
+                data = json.loads(entry.read_text(encoding="utf-8"))
+                notice = Notice(
+                    id=str(data["id"]),
+                    source=SOURCE_NAME,
+                    provider="local",
+                    kind=NoticeKind(data.get("kind", "preemption")),
+                    deadline=float(data["deadline"]),
+                    seen_at=self.clock.now(),
+                    raw=data.get("raw", {}),
+                )
+            except FileNotFoundError:
+                continue  # withdrawn between listing and reading
+            except (ValueError, KeyError, TypeError) as exc:
+                if entry.name not in self._bad:  # one line per distinct problem
+                    self._bad.add(entry.name)
+                    log.warning("ignoring malformed notice file %s: %s", entry, exc)
+                continue
+            found[notice.id] = notice
+        return found
+
+    def close(self) -> None:
+        self._reported.clear()
+
+
+@hookimpl(trylast=True)
+def portal_notice_sources() -> list[NoticeSourceSpec]:
+    return [
+        NoticeSourceSpec(
+            name=SOURCE_NAME,
+            provider="local",
+            factory=LocalNoticeSource.from_context,
+            description="notices for one machine, delivered by `portal notice JOB`",
+        )
+    ]

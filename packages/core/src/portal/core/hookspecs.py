@@ -1,0 +1,169 @@
+"""Portal's pluggy hook specifications.
+
+Three shapes only:
+
+* registration hooks (plural nouns) return a list of small frozen spec objects carrying a
+  ``name``; the plugin manager flattens them, normalises names and refuses duplicates;
+* one-answer hooks (``firstresult=True``) return ``T | None``; Portal's own defaults are
+  ``trylast=True`` so a plugin wins;
+* event hooks return ``None``.
+
+Hooks evolve only by adding parameters. Implement them with :data:`hookimpl`::
+
+    from portal.core.hookspecs import hookimpl
+
+    @hookimpl
+    def portal_notice_sources():
+        return [NoticeSourceSpec(name="acme", provider="acme", factory=AcmeSource)]
+
+and register the module under the ``portal`` entry-point group of your distribution::
+
+    [project.entry-points.portal]
+    acme = "portal_acme.plugin"
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from portal.core.domain import Event
+    from portal.core.specs import (
+        CaptureExtensionSpec,
+        CatalogSpec,
+        KeyStore,
+        NoticeSourceSpec,
+        PlacementPolicySpec,
+        SerializerSpec,
+        StorageBackendSpec,
+    )
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "portal"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def portal_notice_sources() -> list[NoticeSourceSpec]:
+    """Register notice sources: watchers of a platform's preemption notices.
+
+    :return: the sources this plugin provides.
+
+    Example::
+
+        @hookimpl
+        def portal_notice_sources():
+            return [NoticeSourceSpec(name="acme", provider="acme", factory=AcmeNotices)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_storage_backends() -> list[StorageBackendSpec]:
+    """Register storage backends for URL schemes.
+
+    :return: the backends this plugin provides.
+
+    Example::
+
+        @hookimpl
+        def portal_storage_backends():
+            return [StorageBackendSpec(name="acme", schemes=("acme",), factory=AcmeBackend)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_serializers() -> list[SerializerSpec]:
+    """Register pickle reducers for types the capture engine cannot pickle on its own.
+
+    :return: serializer specs, keyed by fully qualified type names (no import needed).
+
+    Example::
+
+        @hookimpl
+        def portal_serializers():
+            return [SerializerSpec(name="acme", reducers={"acme.Handle": reduce_handle})]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_capture_extensions() -> list[CaptureExtensionSpec]:
+    """Register capture/restore pairs for process-level state (RNGs, settings, cwd...).
+
+    :return: capture extension specs.
+
+    Example::
+
+        @hookimpl
+        def portal_capture_extensions():
+            return [CaptureExtensionSpec(name="acme_rng", capture=acme.get_state,
+                                         restore=acme.set_state, modules=("acme",))]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_placement_policies() -> list[PlacementPolicySpec]:
+    """Register placement policies.
+
+    :return: placement policy specs.
+
+    Example::
+
+        @hookimpl
+        def portal_placement_policies():
+            return [PlacementPolicySpec(name="cheapest", factory=Cheapest)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_catalogs() -> list[CatalogSpec]:
+    """Register providers' catalogs of machine types (vCPUs, memory, GPUs) and their offers.
+
+    :return: catalog specs.
+
+    Example::
+
+        @hookimpl
+        def portal_catalogs():
+            return [CatalogSpec(name="acme", provider="acme", machine_types=load_acme_types)]
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def portal_key_store(home: str) -> KeyStore | None:
+    """Provide the store of job keys (a KMS, a vault). Stops at first non-None result.
+
+    :param home: Portal's home directory (``PORTAL_HOME``), where the default file store lives.
+    :return: a key store, or ``None`` to let another plugin (or the default) answer.
+
+    Example::
+
+        @hookimpl
+        def portal_key_store(home):
+            return AcmeKms() if os.environ.get("ACME_KMS") else None
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_event(event: Event) -> None:
+    """Observe every event Portal records for a job (notice, suspended, resumed, warnings...).
+
+    :param event: the event, already recorded.
+
+    Example::
+
+        @hookimpl
+        def portal_event(event):
+            if event.kind == "notice":
+                pager.send(event.message)
+    """

@@ -1,0 +1,295 @@
+"""The plugin manager factory and the typed facade callers go through.
+
+``get_plugin_manager()`` builds a fresh pluggy manager each call (none is created at import):
+hook specs, Portal's built-in plugins, then the ``portal`` entry-point group unless
+``PORTAL_DISABLE_PLUGIN_AUTOLOAD`` is set. A plugin that fails to import is reported with its
+distribution, entry point and error, and skipped: one broken plugin never takes the host down.
+
+Callers use :class:`Plugins` (``Plugins(pm).notice_sources()``...), never ``pm.hook`` directly,
+so duplicate names are refused in one place, naming both distributions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from importlib import metadata
+from typing import Any, TypeVar
+
+import attrs
+import pluggy
+
+from portal.core import hookspecs
+from portal.core.errors import PluginError
+from portal.core.specs import (
+    CaptureExtensionSpec,
+    CatalogSpec,
+    KeyStore,
+    NoticeSourceSpec,
+    PlacementPolicySpec,
+    SerializerSpec,
+    StorageBackendSpec,
+    normalise_name,
+)
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "DISABLED_PLUGINS_ENV",
+    "DISABLE_AUTOLOAD_ENV",
+    "ENTRY_POINT_GROUP",
+    "PluginLoadFailure",
+    "Plugins",
+    "get_plugin_manager",
+]
+
+log = logging.getLogger("portal.plugins")
+
+ENTRY_POINT_GROUP = "portal"
+DISABLE_AUTOLOAD_ENV = "PORTAL_DISABLE_PLUGIN_AUTOLOAD"
+DISABLED_PLUGINS_ENV = "PORTAL_DISABLE_PLUGINS"
+
+#: Modules of portal-core's own plugins, registered like any other plugin.
+BUILTIN_PLUGINS: tuple[str, ...] = ("portal.core.builtin.local_notices",)
+
+_FALSY = {"", "0", "false", "no", "off"}
+
+T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class PluginLoadFailure:
+    """A plugin that could not be loaded: which distribution, which entry point, and why."""
+
+    distribution: str
+    entry_point: str
+    error: str
+
+    def describe(self) -> str:
+        return (
+            f"plugin {self.entry_point!r} from distribution {self.distribution!r} failed to load "
+            f"and was skipped: {self.error}. Fix or uninstall {self.distribution}, or block it "
+            f"with {DISABLED_PLUGINS_ENV}={self.entry_point}"
+        )
+
+
+def _blocked_from_env(environ: Mapping[str, str]) -> set[str]:
+    raw = environ.get(DISABLED_PLUGINS_ENV, "")
+    return {normalise_name(part) for part in raw.split(",") if part.strip()}
+
+
+def get_plugin_manager(
+    *,
+    autoload: bool = True,
+    blocked: Iterable[str] = (),
+    environ: Mapping[str, str] | None = None,
+) -> pluggy.PluginManager:
+    """A new plugin manager with Portal's hook specs, built-ins and (optionally) installed plugins.
+
+    :param autoload: load the ``portal`` entry-point group. ``PORTAL_DISABLE_PLUGIN_AUTOLOAD``
+        (any value but ``0``/``false``/``no``/``off``) turns it off regardless.
+    :param blocked: plugin (entry point) names never to load, in addition to the comma-separated
+        ``PORTAL_DISABLE_PLUGINS``. Built-ins can be blocked too, by module name.
+    :param environ: the environment to read (default :data:`os.environ`).
+    """
+    env = os.environ if environ is None else environ
+    blocked_names = {normalise_name(b) for b in blocked} | _blocked_from_env(env)
+
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    failures: list[PluginLoadFailure] = []
+    distributions: dict[str, str] = {}
+
+    for module_name in BUILTIN_PLUGINS:
+        if normalise_name(module_name) in blocked_names:
+            continue
+        module = importlib.import_module(module_name)
+        _register(pm, module, module_name)
+        distributions[module_name] = "portal-core (built-in)"
+
+    if autoload and env.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in _FALSY:
+        _load_entry_points(pm, blocked_names, failures, distributions)
+
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"{exc}. Portal's hooks are named portal_*; see portal.core.hookspecs for their names "
+            "and arguments, and fix or uninstall the plugin that implements it"
+        ) from exc
+    pm.portal_load_failures = failures  # type: ignore[attr-defined]
+    pm.portal_distributions = distributions  # type: ignore[attr-defined]
+    return pm
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str) -> None:
+    try:
+        pm.register(plugin, name=name)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"plugin {name!r} does not match Portal's hook specifications: {exc}. A hook "
+            "implementation may take only the arguments its spec names (see portal.core.hookspecs)",
+            details={"plugin": name},
+        ) from exc
+    except ValueError as exc:  # registered twice under one name
+        raise PluginError(f"plugin {name!r} could not be registered: {exc}") from exc
+
+
+def _load_entry_points(
+    pm: pluggy.PluginManager,
+    blocked: set[str],
+    failures: list[PluginLoadFailure],
+    distributions: dict[str, str],
+) -> None:
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if normalise_name(ep.name) in blocked or pm.has_plugin(ep.name):
+            continue
+        dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # any import error of a third party must not stop the host
+            failure = PluginLoadFailure(
+                distribution=dist, entry_point=ep.name, error=f"{type(exc).__name__}: {exc}"
+            )
+            failures.append(failure)
+            log.warning("%s", failure.describe())
+            continue
+        _register(pm, plugin, ep.name)
+        distributions[ep.name] = dist
+
+
+SpecT = TypeVar(
+    "SpecT",
+    NoticeSourceSpec,
+    StorageBackendSpec,
+    SerializerSpec,
+    CaptureExtensionSpec,
+    PlacementPolicySpec,
+    CatalogSpec,
+)
+
+
+class Plugins:
+    """Typed access to a plugin manager's hooks.
+
+    Registration hooks are collected plugin by plugin so that two plugins registering the same
+    name are refused with both distributions named.
+    """
+
+    def __init__(self, pm: pluggy.PluginManager) -> None:
+        self.pm = pm
+
+    @classmethod
+    def load(cls, *, autoload: bool = True, blocked: Iterable[str] = ()) -> Plugins:
+        return cls(get_plugin_manager(autoload=autoload, blocked=blocked))
+
+    @property
+    def load_failures(self) -> list[PluginLoadFailure]:
+        """Plugins that failed to load (each already logged once)."""
+        return list(getattr(self.pm, "portal_load_failures", []))
+
+    def distribution_of(self, plugin_name: str) -> str:
+        known: dict[str, str] = getattr(self.pm, "portal_distributions", {})
+        return known.get(plugin_name, f"plugin {plugin_name!r}")
+
+    def _collect(self, hook_name: str, kind: str, spec_type: type[SpecT]) -> dict[str, SpecT]:
+        caller = getattr(self.pm.hook, hook_name)
+        seen: dict[str, tuple[SpecT, str]] = {}
+        # get_hookimpls() lists trylast built-ins first, then plugins in registration order.
+        for impl in caller.get_hookimpls():
+            owner = self.distribution_of(impl.plugin_name)
+            try:
+                specs = impl.function() or []
+            except Exception as exc:
+                raise PluginError(
+                    f"{owner} failed in {hook_name}: {type(exc).__name__}: {exc}",
+                    details={"plugin": impl.plugin_name, "hook": hook_name},
+                ) from exc
+            for spec in specs:
+                if not isinstance(spec, spec_type):
+                    raise PluginError(
+                        f"{owner} returned {type(spec).__name__} from {hook_name}; expected "
+                        f"{spec_type.__name__} objects"
+                    )
+                key = normalise_name(spec.name)
+                if key in seen:
+                    other = seen[key][1]
+                    raise PluginError(
+                        f"two plugins register the {kind} {spec.name!r}: {other} and {owner}. "
+                        f"Uninstall one, or block one with {DISABLED_PLUGINS_ENV}=<entry point name>",
+                        details={"name": spec.name, "distributions": [other, owner]},
+                    )
+                seen[key] = (spec, owner)
+        return {key: spec for key, (spec, _owner) in seen.items()}
+
+    def notice_sources(self) -> dict[str, NoticeSourceSpec]:
+        return self._collect("portal_notice_sources", "notice source", NoticeSourceSpec)
+
+    def storage_backends(self) -> dict[str, StorageBackendSpec]:
+        return self._collect("portal_storage_backends", "storage backend", StorageBackendSpec)
+
+    def serializers(self) -> dict[str, SerializerSpec]:
+        return self._collect("portal_serializers", "serializer", SerializerSpec)
+
+    def capture_extensions(self) -> dict[str, CaptureExtensionSpec]:
+        return self._collect("portal_capture_extensions", "capture extension", CaptureExtensionSpec)
+
+    def placement_policies(self) -> dict[str, PlacementPolicySpec]:
+        return self._collect("portal_placement_policies", "placement policy", PlacementPolicySpec)
+
+    def catalogs(self) -> dict[str, CatalogSpec]:
+        return self._collect("portal_catalogs", "catalog", CatalogSpec)
+
+    def notice_source(self, name: str) -> NoticeSourceSpec:
+        return _lookup(self.notice_sources(), name, "notice source")
+
+    def placement_policy(self, name: str) -> PlacementPolicySpec:
+        return _lookup(self.placement_policies(), name, "placement policy")
+
+    def storage_backend_for(self, url: str) -> StorageBackendSpec:
+        """The backend registered for ``url``'s scheme (a plain path counts as ``file``)."""
+        scheme = url.split("://", 1)[0].lower() if "://" in url else "file"
+        backends = self.storage_backends()
+        for spec in backends.values():
+            if scheme in spec.schemes:
+                return spec
+        known = sorted({s for spec in backends.values() for s in spec.schemes})
+        raise PluginError(
+            f"no storage backend handles {scheme}:// (in {url!r}); installed schemes: "
+            f"{', '.join(known) or 'none'}. Install portal-storage (with the extra for your "
+            "cloud, e.g. portal-storage[s3]) or a plugin that registers it"
+        )
+
+    def key_store(self, home: str) -> KeyStore | None:
+        result: KeyStore | None = self.pm.hook.portal_key_store(home=home)
+        return result
+
+    def emit(self, event: Any) -> None:
+        """Tell every ``portal_event`` observer; an observer's failure is logged, never raised."""
+        for impl in self.pm.hook.portal_event.get_hookimpls():
+            try:
+                impl.function(*[{"event": event}[arg] for arg in impl.argnames])
+            except Exception:
+                log.exception("event observer %s failed", self.distribution_of(impl.plugin_name))
+
+
+def _lookup(specs: Mapping[str, T], name: str, kind: str) -> T:
+    try:
+        return specs[normalise_name(name)]
+    except KeyError:
+        raise PluginError(
+            f"no {kind} named {name!r}; installed: {', '.join(sorted(specs)) or 'none'}. "
+            "Check the name, or install the package that provides it",
+            details={"name": name},
+        ) from None
+
+
+def call_factory(factory: Callable[..., T], *args: Any, what: str) -> T:
+    """Call a plugin's factory, turning its failure into a clear :class:`PluginError`."""
+    try:
+        return factory(*args)
+    except PluginError:
+        raise
+    except Exception as exc:
+        raise PluginError(f"{what} could not be created: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,213 @@
+"""Wire formats: what crosses a process, machine or release boundary.
+
+msgspec Structs (frozen, keyword-only, defaults omitted) with encoders and decoders built once.
+Stored formats follow msgspec's schema-evolution rules so that old checkpoints and event logs stay
+readable: a new field always gets a default; fields are never reordered, renamed or retyped; a
+message family is a tagged union (tag field ``op``) to which new members may be added.
+
+Domain objects convert at the boundary with the ``from_domain`` / ``to_domain`` helpers here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from portal.core.domain import Event, Notice, NoticeKind
+
+__all__ = [
+    "MANIFEST_FORMAT",
+    "CancelPause",
+    "ChunkEntry",
+    "EventRecord",
+    "Manifest",
+    "NodeMessage",
+    "NoticeRecord",
+    "PauseDeferred",
+    "PauseRequest",
+    "Paused",
+    "ProbeReport",
+    "ProblemRecord",
+    "decode_event",
+    "decode_manifest",
+    "decode_node_message",
+    "encode",
+]
+
+#: Current version of the checkpoint manifest format. Readers accept this and every older one.
+MANIFEST_FORMAT = 1
+
+
+class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Base of every wire struct (subclasses repeat ``frozen`` and ``kw_only``, which msgspec does not inherit)."""
+
+
+class EventRecord(_Wire, frozen=True, kw_only=True):
+    """One line of a job's event log, as stored and streamed."""
+
+    job_id: str
+    at: float
+    kind: str
+    message: str
+    data: dict[str, Any] = {}
+
+    @classmethod
+    def from_domain(cls, event: Event) -> EventRecord:
+        return cls(
+            job_id=event.job_id,
+            at=event.at,
+            kind=event.kind,
+            message=event.message,
+            data=dict(event.data),
+        )
+
+    def to_domain(self) -> Event:
+        return Event(
+            job_id=self.job_id, at=self.at, kind=self.kind, message=self.message, data=self.data
+        )
+
+
+class NoticeRecord(_Wire, frozen=True, kw_only=True):
+    """A notice as the node reports it."""
+
+    id: str
+    source: str
+    provider: str
+    kind: str
+    deadline: float
+    seen_at: float
+    cancelled: bool = False
+    raw: dict[str, Any] = {}
+
+    @classmethod
+    def from_domain(cls, notice: Notice) -> NoticeRecord:
+        return cls(
+            id=notice.id,
+            source=notice.source,
+            provider=notice.provider,
+            kind=str(notice.kind),
+            deadline=notice.deadline,
+            seen_at=notice.seen_at,
+            cancelled=notice.cancelled,
+            raw=dict(notice.raw),
+        )
+
+    def to_domain(self) -> Notice:
+        return Notice(
+            id=self.id,
+            source=self.source,
+            provider=self.provider,
+            kind=NoticeKind(self.kind),
+            deadline=self.deadline,
+            seen_at=self.seen_at,
+            cancelled=self.cancelled,
+            raw=self.raw,
+        )
+
+
+class ChunkEntry(_Wire, frozen=True, kw_only=True):
+    """One chunk of a checkpoint's byte stream."""
+
+    index: int
+    fingerprint: str  # keyed fingerprint (no plaintext hash is exposed)
+    size: int  # plaintext bytes
+    stored_size: int  # bytes as stored (encrypted)
+    key: str  # object key of the stored chunk, relative to the job's root
+
+
+class Manifest(_Wire, frozen=True, kw_only=True):
+    """Written last: a checkpoint without its manifest is incomplete and never resumed."""
+
+    format: int = MANIFEST_FORMAT
+    job_id: str
+    checkpoint_id: str
+    created_at: float
+    chunks: list[ChunkEntry] = []
+    total_size: int = 0
+    fingerprint: str = ""  # keyed fingerprint of the whole plaintext stream
+    parent: str | None = None  # the previous checkpoint (chunks shared with it are not re-sent)
+    python: str = ""  # e.g. "cpython-3.11"
+    summary: dict[str, Any] = {}  # what the state holds and how large
+
+
+class ProblemRecord(_Wire, frozen=True, kw_only=True):
+    """Something a checkpoint could not carry: the value's name, its type, why, and where."""
+
+    name: str
+    type_name: str
+    reason: str
+    where: str = ""
+
+
+# --- node <-> runtime messages (tagged union on "op") ---------------------------------------------
+
+
+class PauseRequest(_Wire, frozen=True, kw_only=True, tag_field="op", tag="pause"):
+    """Node -> runtime: pause at the next safe point before ``deadline`` (Unix seconds)."""
+
+    deadline: float
+    reason: str = ""
+
+
+class CancelPause(_Wire, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
+    """Node -> runtime: the pause is no longer wanted (notice withdrawn)."""
+
+
+class Paused(_Wire, frozen=True, kw_only=True, tag_field="op", tag="paused"):
+    """Runtime -> node: the checkpoint is written; the process exits next."""
+
+    checkpoint: str
+    bytes: int
+    where: str = ""
+
+
+class PauseDeferred(_Wire, frozen=True, kw_only=True, tag_field="op", tag="deferred"):
+    """Runtime -> node: a safe point was reached but the state cannot be carried yet."""
+
+    problems: list[ProblemRecord] = []
+    where: str = ""
+
+
+class ProbeReport(_Wire, frozen=True, kw_only=True, tag_field="op", tag="probe"):
+    """Runtime -> node: result of a checkpoint check."""
+
+    problems: list[ProblemRecord] = []
+    partial: bool = False
+    checked_bytes: int = 0
+    where: str = ""
+
+
+NodeMessage = PauseRequest | CancelPause | Paused | PauseDeferred | ProbeReport
+
+_encoder = msgspec.json.Encoder()
+_event_decoder = msgspec.json.Decoder(EventRecord)
+_manifest_decoder = msgspec.json.Decoder(Manifest)
+_node_decoder = msgspec.json.Decoder(NodeMessage)
+
+
+def encode(value: _Wire) -> bytes:
+    """JSON bytes of any wire struct."""
+    return _encoder.encode(value)
+
+
+def decode_event(data: bytes | str) -> EventRecord:
+    return _event_decoder.decode(data)
+
+
+def decode_manifest(data: bytes | str) -> Manifest:
+    """Decode a manifest; refuses one written by a newer Portal with a clear error."""
+    manifest = _manifest_decoder.decode(data)
+    if manifest.format > MANIFEST_FORMAT:
+        from portal.core.errors import PortalError
+
+        raise PortalError(
+            f"checkpoint {manifest.checkpoint_id} of job {manifest.job_id} has manifest format "
+            f"{manifest.format}, newer than this Portal reads ({MANIFEST_FORMAT}): upgrade Portal "
+            "on this machine to resume it"
+        )
+    return manifest
+
+
+def decode_node_message(data: bytes | str) -> NodeMessage:
+    return _node_decoder.decode(data)

@@ -1,0 +1,61 @@
+"""The built-in local notice source passes the notice-source contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from portal.core.builtin.local_notices import (
+    NOTICE_DIR_ENV,
+    LocalNoticeSource,
+    deliver_notice,
+    withdraw_notice,
+)
+from portal.core.errors import InvalidArgumentError
+from portal.core.plugins import Plugins
+from portal.core.specs import NoticeSource, NoticeSourceContext
+from portal.core.testing import FakeClock, NoticeSourceContract
+
+
+class TestLocalNoticeSource(NoticeSourceContract):
+    @pytest.fixture(autouse=True)
+    def _dir(self, tmp_path: Path) -> None:
+        self.dir = tmp_path / "notices"
+        self.delivered: list[str] = []
+
+    def make_source(self) -> NoticeSource:
+        return LocalNoticeSource(self.dir)
+
+    def announce(self, source: NoticeSource, seconds: float) -> None:
+        self.delivered.append(deliver_notice(self.dir, seconds=seconds).id)
+
+    def withdraw(self, source: NoticeSource) -> bool:
+        return withdraw_notice(self.dir, self.delivered.pop())
+
+
+def test_factory_reads_the_directory_from_the_environment(plugins: Plugins, tmp_path: Path) -> None:
+    spec = plugins.notice_source("local")
+    src = spec.factory(NoticeSourceContext(environ={NOTICE_DIR_ENV: str(tmp_path)}))
+    assert src.detect()
+    assert not spec.factory(NoticeSourceContext()).detect()
+
+
+def test_bad_notice_length(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match="--seconds"):
+        deliver_notice(tmp_path, seconds=0)
+
+
+def test_malformed_file_is_ignored_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    src = LocalNoticeSource(tmp_path, clock=FakeClock())
+    (tmp_path / "bad.json").write_text("{not json")
+    assert src.poll(0) == [] and src.poll(0) == []
+    assert caplog.text.count("malformed notice file") == 1
+    clock = FakeClock(start=500.0)
+    notice = deliver_notice(tmp_path, seconds=30, clock=clock)
+    (got,) = src.poll(0)
+    assert got.id == notice.id and got.deadline == 530.0
+
+
+def test_withdraw_unknown() -> None:
+    assert withdraw_notice("/nonexistent-dir-for-portal", "x") is False

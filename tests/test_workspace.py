@@ -1,0 +1,58 @@
+"""Cross-package checks on the installed distributions (run by nox's integration session)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from portal.core.plugins import Plugins, get_plugin_manager
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(p for p in (ROOT / "packages").iterdir() if (p / "pyproject.toml").exists())
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
+def test_namespace_has_no_init(package: Path) -> None:
+    """PEP 420: one stray portal/__init__.py hides every sibling distribution."""
+    for shared in ("src/portal/__init__.py", "src/portal/providers/__init__.py"):
+        assert not (package / shared).exists(), f"{package.name} ships {shared}"
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
+def test_every_distribution_imports_side_by_side(package: Path) -> None:
+    """Each distribution's module imports from the one shared ``portal`` namespace."""
+    module = "portal." + package.name.replace("-", ".")
+    __import__(module)
+    assert sys.modules[module].__file__
+
+
+def test_installed_wheels_are_not_the_source_tree() -> None:
+    import portal.core
+
+    assert "site-packages" in (portal.core.__file__ or ""), portal.core.__file__
+
+
+def test_example_plugin_is_discovered_from_its_entry_point() -> None:
+    plugins = Plugins(get_plugin_manager(environ={}))
+    assert plugins.load_failures == []
+    assert "acme" in plugins.notice_sources()
+    assert plugins.distribution_of("acme") == "portal-acme-notices"
+
+
+def test_plugin_autoload_can_be_switched_off() -> None:
+    plugins = Plugins(get_plugin_manager(environ={"PORTAL_DISABLE_PLUGIN_AUTOLOAD": "1"}))
+    assert "acme" not in plugins.notice_sources()
+    assert "local" in plugins.notice_sources()
+
+
+def test_import_portal_core_stays_light() -> None:
+    code = (
+        "import sys, portal.core, portal.core.plugins, portal.core.wire, portal.core.settings;"
+        "heavy = {'torch', 'numpy', 'boto3', 'botocore', 's3fs', 'gcsfs', 'adlfs', 'fsspec',"
+        " 'cloudpickle', 'cryptography'} & set(sys.modules); print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
