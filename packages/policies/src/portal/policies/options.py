@@ -1,0 +1,117 @@
+"""The policies' view of ``PlacementContext.settings``: typed, validated, in one place.
+
+Core's :class:`~portal.core.specs.PlacementContext` carries free-form settings so that policies
+can evolve without changing core. These are the keys Portal's policies read:
+
+``current_offer``
+    The :class:`~portal.core.domain.Offer` the job runs on now (move-when-over, cheaper, return).
+``on``
+    The ``--on`` spec the job is pinned to (a string or an :class:`OnSpec`).
+``spot.move_when_over``
+    Whether a job that outgrows its spot notice is moved (default true).
+``storage.route``
+    ``same_region``, ``cross_region`` or ``local_disk``; otherwise derived from ``storage_url``
+    (a ``file://`` or plain path is a local disk) and ``storage.region`` (another region than
+    the offer's is cross-region).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from portal.core.domain import Offer
+from portal.core.errors import InvalidSettingError
+from portal.policies.rates import StorageRoute
+from portal.policies.request import OnSpec
+
+__all__ = [
+    "CURRENT_OFFER",
+    "MOVE_WHEN_OVER",
+    "ON",
+    "STORAGE_REGION",
+    "STORAGE_ROUTE",
+    "STORAGE_URL",
+    "PlacementOptions",
+]
+
+CURRENT_OFFER = "current_offer"
+ON = "on"
+MOVE_WHEN_OVER = "spot.move_when_over"
+STORAGE_ROUTE = "storage.route"
+STORAGE_REGION = "storage.region"
+STORAGE_URL = "storage_url"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _bad(name: str, value: object, accepted: str) -> InvalidSettingError:
+    return InvalidSettingError(
+        f"placement setting {name} has value {value!r}; expected {accepted}. Fix it where the "
+        "placement context is built, or leave it out for the default",
+        details={"setting": name, "value": repr(value)},
+    )
+
+
+@attrs.frozen(kw_only=True)
+class PlacementOptions:
+    """Validated placement settings (build with :meth:`read`)."""
+
+    current: Offer | None = None
+    on: OnSpec | None = None
+    move_when_over: bool = True
+    route: StorageRoute | None = None
+    storage_region: str | None = None
+    storage_url: str | None = None
+
+    @classmethod
+    def read(cls, settings: Mapping[str, Any]) -> PlacementOptions:
+        current = settings.get(CURRENT_OFFER)
+        if current is not None and not isinstance(current, Offer):
+            raise _bad(CURRENT_OFFER, current, "an Offer (portal.core.domain.Offer)")
+        on = settings.get(ON)
+        if isinstance(on, str):
+            on = OnSpec.parse(on)
+        elif on is not None and not isinstance(on, OnSpec):
+            raise _bad(ON, on, "an --on spec such as spot:aws:c7i.large:us-east-1")
+        move = settings.get(MOVE_WHEN_OVER, True)
+        if not isinstance(move, bool):
+            text = str(move).strip().lower()
+            if text not in _TRUE | _FALSE:
+                raise _bad(MOVE_WHEN_OVER, move, "true or false")
+            move = text in _TRUE
+        route = settings.get(STORAGE_ROUTE)
+        if route is not None:
+            try:
+                route = StorageRoute(route)
+            except ValueError:
+                raise _bad(STORAGE_ROUTE, route, ", ".join(StorageRoute)) from None
+        region = settings.get(STORAGE_REGION)
+        url = settings.get(STORAGE_URL)
+        return cls(
+            current=current,
+            on=on,
+            move_when_over=move,
+            route=route,
+            storage_region=str(region) if region else None,
+            storage_url=str(url) if url else None,
+        )
+
+    def route_for(self, offer: Offer) -> StorageRoute:
+        """The storage route a checkpoint from ``offer`` takes."""
+        if self.route is not None:
+            return self.route
+        if self.storage_url is not None and (
+            self.storage_url.startswith("file://") or "://" not in self.storage_url
+        ):
+            return StorageRoute.LOCAL_DISK
+        if self.storage_region is not None and self.storage_region != offer.region:
+            return StorageRoute.CROSS_REGION
+        return StorageRoute.SAME_REGION
+
+    def pinned(self, offer: Offer) -> bool:
+        """Whether an exact ``--on`` names this offer (the user's choice, kept over the bound)."""
+        return self.on is not None and self.on.exact and self.on.matches(offer)

@@ -1,0 +1,42 @@
+"""Portal plugin (entry point ``policies``): the spot, cheaper and return policies, and the
+simulated cloud's catalog.
+
+Each factory builds its policy from the config the host passes (``bounds`` or ``plugins``; see
+:mod:`portal.policies.base`); nothing is loaded until a policy is built.
+"""
+
+from __future__ import annotations
+
+from portal.core.hookspecs import hookimpl
+from portal.core.specs import CatalogSpec, PlacementPolicySpec
+from portal.policies.cheaper import make_cheaper
+from portal.policies.return_ import make_return
+from portal.policies.simulated import catalog_spec
+from portal.policies.spot import make_spot
+
+
+@hookimpl
+def portal_placement_policies() -> list[PlacementPolicySpec]:
+    return [
+        PlacementPolicySpec(
+            name="spot",
+            factory=make_spot,
+            description="spot where the notice can save the job's state, on-demand otherwise; "
+            "moves a job off spot when its state outgrows the notice",
+        ),
+        PlacementPolicySpec(
+            name="cheaper",
+            factory=make_cheaper,
+            description="moves a job to a cheaper offer that can still save its state",
+        ),
+        PlacementPolicySpec(
+            name="return",
+            factory=make_return,
+            description="brings a job that left spot back to spot once a notice can save it",
+        ),
+    ]
+
+
+@hookimpl
+def portal_catalogs() -> list[CatalogSpec]:
+    return [catalog_spec()]

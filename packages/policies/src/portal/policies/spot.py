@@ -1,0 +1,132 @@
+"""The spot policy: place a job on spot where its notice can save its state, and move it off
+spot when its state outgrows the notice.
+
+Placing: spot offers cheapest first, then on-demand ones as the fallback; a spot offer whose
+notice cannot save the measured state is left out, and a new job whose request is over the bound
+is placed with a warning (what it asks for is a guess).
+
+Move when over: a job running on spot whose latest measure is over its machine's bound is moved
+to the cheapest on-demand machine that fits. The policy answers ``provision`` (ahead) then
+``move`` (once ready), each naming the figure and the bound. It is a pure function of the latest
+measure, so a job that grows after a first warning is caught at the next check.
+``spot.move_when_over: false`` turns it off, and a job pinned by an exact ``--on`` stays, warned.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from portal.core.domain import CapacityClass, Decision, Job, Offer, Verdict
+from portal.core.specs import PlacementContext, PlacementPolicy, StateMeasure
+from portal.policies import wording
+from portal.policies.base import Policy, cheapest_first
+from portal.policies.bound import Bound
+from portal.policies.measure import GIB
+from portal.policies.options import PlacementOptions
+from portal.policies.screen import Screen, acts_on
+
+__all__ = ["SpotPolicy", "fits"]
+
+
+def fits(target: Offer, current: Offer, measure: StateMeasure) -> bool:
+    """Whether ``target`` can hold the job: memory for its state, and the GPUs it runs on now."""
+    if target.machine_type.memory_gib * GIB < measure.bytes:
+        return False
+    model = current.machine_type.gpu_model
+    if current.machine_type.gpus and model is not None:
+        return (
+            target.machine_type.gpu_model == model
+            and target.machine_type.gpus >= current.machine_type.gpus
+        )
+    return True
+
+
+class SpotPolicy(Policy):
+    name = "spot"
+
+    def evaluate(
+        self, job: Job, offers: Sequence[Offer], context: PlacementContext
+    ) -> list[Decision]:
+        screen, options = self.screen(job, context)
+        results = [screen.one(offer) for offer in offers]
+        kept = [r for r in results if r.kept]
+        ranked = [r for r in cheapest_first(kept) if r.offer.capacity.interruptible] + [
+            r for r in cheapest_first(kept) if not r.offer.capacity.interruptible
+        ]
+        decisions = self.move_when_over(offers, screen, options)
+        decisions += self.assemble(
+            [(r, self.plain_reason(r)) for r in ranked], [r for r in results if not r.kept]
+        )
+        return decisions
+
+    def move_when_over(
+        self, offers: Sequence[Offer], screen: Screen, options: PlacementOptions
+    ) -> list[Decision]:
+        """``provision`` then ``move`` when the job's spot machine cannot save its state."""
+        current, measure = options.current, screen.measure
+        if current is None or measure is None:
+            return []
+        bound = screen.bound_of(current)
+        if bound is None or not acts_on(measure, bound):
+            return []
+        figures = {**screen.figures(current, bound), "from_pool": current.pool}
+        if options.pinned(current):
+            spec = options.on.text if options.on is not None else ""
+            return [
+                self._warn(wording.kept_pinned(current, spec, measure, bound), current, figures)
+            ]
+        if not options.move_when_over:
+            return [self._warn(wording.kept_move_off(current, measure, bound), current, figures)]
+        targets = [
+            o
+            for o in offers
+            if o.capacity is CapacityClass.ON_DEMAND
+            and o.pool not in screen.context.excluded_pools
+            and fits(o, current, measure)
+        ]
+        if not targets:
+            return [self._warn(wording.kept_no_fit(current, measure, bound), current, figures)]
+        target = min(targets, key=lambda o: (o.price_per_hour, o.describe()))
+        return self._provision_then_move(target, current, measure, bound, figures)
+
+    def _provision_then_move(
+        self,
+        target: Offer,
+        current: Offer,
+        measure: StateMeasure,
+        bound: Bound,
+        figures: Mapping[str, Any],
+    ) -> list[Decision]:
+        moved = {
+            **figures,
+            "to_pool": target.pool,
+            "to_price_per_hour": target.price_per_hour,
+            "to_memory_bytes": math.floor(target.machine_type.memory_gib * GIB),
+        }
+        return [
+            Decision(
+                policy=self.name,
+                verdict=Verdict.PROVISION,
+                reason=wording.provision(target, current, measure, bound),
+                offer=target,
+                figures={**moved, "step": 1},
+            ),
+            Decision(
+                policy=self.name,
+                verdict=Verdict.MOVE,
+                reason=wording.move(target, current, measure, bound),
+                offer=target,
+                figures={**moved, "step": 2, "when": "ready"},
+            ),
+        ]
+
+    def _warn(self, reason: str, offer: Offer, figures: Mapping[str, Any]) -> Decision:
+        return Decision(
+            policy=self.name, verdict=Verdict.WARN, reason=reason, offer=offer, figures=figures
+        )
+
+
+def make_spot(config: Mapping[str, Any]) -> PlacementPolicy:
+    return SpotPolicy(config)
