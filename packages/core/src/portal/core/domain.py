@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -38,6 +38,11 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
     # A copy, so a caller mutating its dict later cannot change a frozen object.
     return dict(value or {})
+
+
+def str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    """Converter: any iterable of strings to a tuple (typed, unlike ``converter=tuple``)."""
+    return tuple(value)
 
 
 def _non_negative(_inst: object, attribute: attrs.Attribute[Any], value: float | int) -> None:
@@ -124,7 +129,7 @@ class Job:
     id: str = attrs.field(validator=attrs.validators.min_len(1))
     name: str | None = attrs.field(default=None, validator=_job_name)
     script: str = attrs.field(validator=attrs.validators.min_len(1))
-    args: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    args: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     workdir: str = attrs.field(validator=attrs.validators.min_len(1))
     created_at: float = attrs.field(validator=_non_negative)
     state: JobState = attrs.field(default=JobState.RUNNING, converter=JobState)

@@ -51,7 +51,10 @@ DISABLE_AUTOLOAD_ENV = "PORTAL_DISABLE_PLUGIN_AUTOLOAD"
 DISABLED_PLUGINS_ENV = "PORTAL_DISABLE_PLUGINS"
 
 #: Modules of portal-core's own plugins, registered like any other plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = ("portal.core.builtin.local_notices",)
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "portal.core.builtin.local_notices",
+    "portal.core.builtin.signal_notices",
+)
 
 _FALSY = {"", "0", "false", "no", "off"}
 

@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
-from portal.core.domain import Decision, Job, MachineType, Notice, Offer
+from portal.core.domain import Decision, Job, MachineType, Notice, Offer, str_tuple
 
 __all__ = [
     "CaptureExtensionSpec",
@@ -137,7 +137,9 @@ class StorageBackendSpec:
     """Registers a storage backend for URL schemes (``file``, ``s3``, ``gs``, ``az``...)."""
 
     name: str = attrs.field(validator=_valid_name)
-    schemes: tuple[str, ...] = attrs.field(converter=tuple, validator=attrs.validators.min_len(1))
+    schemes: tuple[str, ...] = attrs.field(
+        converter=str_tuple, validator=attrs.validators.min_len(1)
+    )
     factory: Callable[[str, Mapping[str, Any]], StorageBackend]
     description: str = ""
 
@@ -185,7 +187,7 @@ class CaptureExtensionSpec:
     name: str = attrs.field(validator=_valid_name)
     capture: Callable[[], Any]
     restore: Callable[[Any], None]
-    modules: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    modules: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)
     description: str = ""
 
 

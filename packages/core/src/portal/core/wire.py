@@ -114,6 +114,11 @@ class ChunkEntry(_Wire, frozen=True, kw_only=True):
     size: int  # plaintext bytes
     stored_size: int  # bytes as stored (encrypted)
     key: str  # object key of the stored chunk, relative to the job's root
+    # The checkpoint and position whose associated data sealed the stored chunk. A chunk reused
+    # from an earlier checkpoint (dedup) keeps the seal it was encrypted under; None means "this
+    # checkpoint, this index". Added for portal-storage (manifest format 1 readers ignore it).
+    sealed_in: str | None = None
+    sealed_index: int | None = None
 
 
 class Manifest(_Wire, frozen=True, kw_only=True):

@@ -1,0 +1,368 @@
+"""The Azure notice source: Spot eviction (``Preempt``) and ``Terminate``/``Reboot``/``Redeploy``
+from Azure Scheduled Events, with optional early acknowledgement.
+
+Scheduled Events is a document, polled (once a second by default: a Spot eviction gives about 30 s).
+It lists events for every VM of the availability set or scale set, so events are kept only when
+their ``Resources`` name this VM (its ``compute.name`` from instance metadata, or the setting
+``azure_vm_name``). Events have no Completed status: one that is done, or cancelled, disappears
+and the ``DocumentIncarnation`` increases. A reported event that disappears is reported withdrawn,
+but only once the incarnation moved, so one inconsistent answer cannot drop a real notice.
+``Freeze`` (a pause of seconds) is not a notice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+
+from portal.core.clock import SYSTEM_CLOCK, Clock
+from portal.core.domain import CapacityClass, Notice, NoticeKind
+from portal.core.errors import PortalError
+from portal.core.metadata import (
+    Answer,
+    MetadataHTTP,
+    MetadataUnavailable,
+    ProblemLog,
+    parse_base_url,
+    read_dmi,
+    skew_s,
+)
+from portal.core.specs import NoticeSourceContext
+from portal.providers.azure.catalog import pool_identity
+from portal.providers.azure.parsing import (
+    EVENT_TYPES,
+    EventsDocument,
+    ScheduledEvent,
+    parse_compute,
+    parse_scheduled_events,
+)
+
+__all__ = ["ENDPOINT_ENV", "AzureNoticeSource", "is_azure"]
+
+log = logging.getLogger("portal.notices.azure")
+
+PROVIDER = "azure"
+SOURCE_NAME = "azure"
+#: Azure has no standard override of the IMDS address; this one is Portal's.
+ENDPOINT_ENV = "PORTAL_AZURE_METADATA_ENDPOINT"
+DEFAULT_ENDPOINT = "http://169.254.169.254"
+EVENTS = "/metadata/scheduledevents?api-version=2020-07-01"
+INSTANCE = "/metadata/instance?api-version=2021-02-01"
+#: cloud-init's test for Azure: the chassis asset tag every Azure VM carries.
+AZURE_ASSET_TAG = "7783-7084-3265-9085-8269-3286-77"
+KINDS = {
+    "Preempt": NoticeKind.PREEMPTION,
+    "Terminate": NoticeKind.MAINTENANCE,
+    "Reboot": NoticeKind.MAINTENANCE,
+    "Redeploy": NoticeKind.MAINTENANCE,
+}
+_FIRST_CALL_HINT = (
+    "the first request to Scheduled Events turns the service on for this VM and can take up to "
+    "two minutes; the source keeps retrying"
+)
+
+
+def is_azure(dmi: dict[str, str]) -> bool:
+    """Whether DMI says this is an Azure VM (cloud-init's chassis asset tag test)."""
+    return dmi.get("chassis_asset_tag", "").strip() == AZURE_ASSET_TAG
+
+
+class AzureNoticeSource:
+    """Polls Azure Scheduled Events for this VM's Preempt, Terminate, Reboot and Redeploy."""
+
+    name = SOURCE_NAME
+
+    def __init__(
+        self,
+        *,
+        endpoint: str | None = None,
+        dmi_dir: str | os.PathLike[str] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        vm_name: str | None = None,
+        poll_interval_s: float = 1.0,
+        request_timeout_s: float = 2.0,
+        first_request_timeout_s: float = 10.0,
+    ) -> None:
+        """``endpoint`` overrides the IMDS address (``PORTAL_AZURE_METADATA_ENDPOINT``); without
+        it, IMDS is contacted only if DMI (read from ``dmi_dir``) says Azure. ``vm_name`` is the
+        name events must carry in ``Resources`` (default: ``compute.name``)."""
+        if poll_interval_s < 0.2:
+            raise PortalError(
+                f"Azure poll interval {poll_interval_s} s is too short: Scheduled Events "
+                "rate-limits above 5 requests/s; use 0.2 s or more (1 s is the advice)"
+            )
+        self.override = endpoint
+        self.dmi_dir = dmi_dir
+        self.clock = clock
+        self.poll_interval_s = poll_interval_s
+        self.request_timeout_s = request_timeout_s
+        self.first_request_timeout_s = first_request_timeout_s
+        self.problems = ProblemLog(log)
+        self._vm_name = vm_name
+        self._compute: dict[str, str] | None = None
+        self._http: MetadataHTTP | None = None
+        self._detected: bool | None = None
+        self._next_due = 0.0
+        self._events_read = False
+        self._incarnation: int | None = None
+        self._reported: dict[str, Notice] = {}  # EventId -> notice, while the event is listed
+        self._skew_logged = False
+        self._closed = False
+
+    @classmethod
+    def from_context(cls, context: NoticeSourceContext) -> AzureNoticeSource:
+        s = context.settings
+        return cls(
+            endpoint=s.get("azure_metadata_endpoint") or context.environ.get(ENDPOINT_ENV) or None,
+            dmi_dir=s.get("dmi_dir"),
+            clock=context.clock,
+            vm_name=s.get("azure_vm_name"),
+            poll_interval_s=float(s.get("azure_poll_interval_s", 1.0)),
+        )
+
+    def detect(self) -> bool:
+        """An override, or DMI's Azure asset tag. Local files only; never the network."""
+        if self._detected is None:
+            self._detected = bool(self.override) or is_azure(read_dmi(self.dmi_dir))
+        return self._detected
+
+    def _client(self) -> MetadataHTTP:
+        if self._closed:
+            raise PortalError("the Azure notice source is closed")
+        if self._http is None:
+            if not self.detect():
+                raise PortalError(
+                    "the Azure notice source is not on Azure (DMI does not say so) and has no "
+                    f"override: it will not contact IMDS. Set {ENDPOINT_ENV} to point at a test "
+                    "endpoint, or do not enable this source here"
+                )
+            setting = ENDPOINT_ENV if self.override else "the default IMDS endpoint"
+            host, port, prefix = parse_base_url(self.override or DEFAULT_ENDPOINT, setting=setting)
+            # "Metadata: true" is required; Portal never goes through a proxy (IMDS rejects
+            # X-Forwarded-For), which MetadataHTTP guarantees by not reading proxy settings.
+            self._http = MetadataHTTP(
+                host, port, prefix=prefix, what="Azure IMDS", headers={"Metadata": "true"}
+            )
+        return self._http
+
+    def _request(
+        self, method: str, path: str, *, timeout_s: float, body: bytes | None = None
+    ) -> Answer:
+        client = self._client()
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        answer = client.request(method, path, timeout_s=timeout_s, headers=headers, body=body)
+        if answer.status == 200:
+            return answer
+        url = client.url(path)
+        hints = {
+            400: "refused the request (400): the Metadata: true header was lost, or a proxy added "
+            "X-Forwarded-For",
+            404: "has no such document (404): check the api-version",
+            410: "is not ready (410); retrying",
+            429: "is rate limiting (429): too many requests per second; backing off",
+        }
+        why = hints.get(answer.status, f"answered HTTP {answer.status}; retrying")
+        raise MetadataUnavailable(
+            f"Azure IMDS at {url} {why}", details={"endpoint": url, "status": answer.status}
+        )
+
+    # --- this VM ---------------------------------------------------------------------------------
+
+    def _read_compute(self) -> dict[str, str]:
+        if self._compute is None:
+            answer = self._request("GET", INSTANCE, timeout_s=self.request_timeout_s)
+            try:
+                self._compute = parse_compute(answer.text)
+            except ValueError as exc:
+                url = self._client().url(INSTANCE)
+                raise MetadataUnavailable(
+                    f"Azure IMDS at {url} answered something unreadable: {exc}; retrying",
+                    details={"endpoint": url},
+                ) from None
+        return self._compute
+
+    def _names(self) -> frozenset[str]:
+        """The names this VM's events carry in ``Resources``."""
+        if self._vm_name:
+            return frozenset({self._vm_name.lower()})
+        name = self._read_compute().get("name", "")
+        if not name:
+            raise PortalError(
+                "Azure IMDS gives this VM no compute.name, so its scheduled events cannot be told "
+                "from its neighbours': set azure_vm_name in Portal's settings"
+            )
+        return frozenset({name.lower()})
+
+    def machine_info(self) -> dict[str, str | None]:
+        """VM size, capacity class (priority Spot/Low -> spot), region and zone.
+
+        Keys: ``provider``, ``instance_type``, ``capacity``, ``priority``, ``eviction_policy``,
+        ``region``, ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`).
+        """
+        compute = self._read_compute()
+        priority = compute.get("priority", "")
+        capacity: CapacityClass | None = {
+            "spot": CapacityClass.SPOT,
+            "low": CapacityClass.SPOT,
+            "regular": CapacityClass.ON_DEMAND,
+        }.get(priority.lower())
+        size, region = compute.get("vmSize") or None, compute.get("location") or None
+        zone = f"{region}-{compute['zone']}" if region and compute.get("zone") else None
+        return {
+            "provider": PROVIDER,
+            "instance_type": size,
+            "capacity": str(capacity) if capacity else None,
+            "priority": priority or None,
+            "eviction_policy": compute.get("evictionPolicy") or None,
+            "region": region,
+            "zone": zone,
+            "pool": pool_identity(size, capacity, region=region, zone=zone)
+            if size and capacity and region
+            else None,
+        }
+
+    # --- the protocol ------------------------------------------------------------------------------
+
+    def poll(self, timeout_s: float = 0.0) -> Sequence[Notice]:
+        """Reads the document when due (every ``poll_interval_s``); returns on a change."""
+        end = self.clock.monotonic() + max(0.0, timeout_s)
+        while True:
+            now = self.clock.monotonic()
+            if now >= self._next_due:
+                self._next_due = now + self.poll_interval_s
+                try:
+                    changes = self._read_events()
+                except MetadataUnavailable as exc:
+                    if exc.details.get("status") == 429:
+                        self._next_due = now + max(5.0, self.poll_interval_s)
+                    self.problems.report(f"events:{exc.details.get('status')}", exc.message)
+                    raise
+                self.problems.clear_prefix("events:")
+                if changes:
+                    return changes
+            now = self.clock.monotonic()
+            if self._next_due > end:
+                self.clock.sleep(max(0.0, end - now))
+                return []
+            self.clock.sleep(max(0.0, self._next_due - now))
+
+    def _read_events(self) -> list[Notice]:
+        names = self._names()
+        first = not self._events_read
+        timeout = self.first_request_timeout_s if first else self.request_timeout_s
+        try:
+            answer = self._request("GET", EVENTS, timeout_s=timeout)
+        except MetadataUnavailable as exc:
+            if first and "no answer" in exc.message:
+                raise MetadataUnavailable(
+                    f"{exc.message}: {_FIRST_CALL_HINT}", details=exc.details
+                ) from exc
+            raise
+        self._events_read = True
+        try:
+            document, problems = parse_scheduled_events(answer.text)
+        except ValueError as exc:
+            url = self._client().url(EVENTS)
+            raise MetadataUnavailable(
+                f"Azure IMDS at {url} answered something unreadable: {exc}; retrying",
+                details={"endpoint": url, "status": "malformed"},
+            ) from None
+        for problem in problems:
+            self.problems.report(f"entry:{problem}", f"Azure Scheduled Events: skipped {problem}")
+        return self._changes(document, names, answer)
+
+    def _changes(
+        self, document: EventsDocument, names: frozenset[str], answer: Answer
+    ) -> list[Notice]:
+        mine = {e.event_id: e for e in document.events if e.concerns(names)}
+        changes: list[Notice] = []
+        for event in mine.values():
+            notice = self._notice_for(event, answer)
+            if notice is not None and event.event_id not in self._reported:
+                self._reported[event.event_id] = notice
+                log.warning(
+                    "%s notice %s (%s, %s): deadline in %.0f s",
+                    notice.kind,
+                    notice.id,
+                    event.event_type,
+                    event.status,
+                    notice.deadline - notice.seen_at,
+                )
+                changes.append(notice)
+        listed = {e.event_id for e in document.events}
+        for event_id, notice in list(self._reported.items()):
+            if event_id in mine:
+                continue
+            if event_id not in listed and document.incarnation == self._incarnation:
+                self.problems.report(
+                    f"vanished:{event_id}",
+                    f"Azure event {event_id} is gone but the document incarnation did not change "
+                    f"({document.incarnation}); keeping its notice until it does",
+                )
+                continue
+            # Done or cancelled: either way the notice no longer holds.
+            del self._reported[event_id]
+            self.problems.clear(f"vanished:{event_id}")
+            log.warning(
+                "%s notice %s withdrawn: event %s is gone", notice.kind, notice.id, event_id
+            )
+            changes.append(notice.cancel())
+        self._incarnation = document.incarnation
+        return changes
+
+    def _notice_for(self, event: ScheduledEvent, answer: Answer) -> Notice | None:
+        if event.event_id in self._reported:
+            return self._reported[event.event_id]  # its deadline stays (NotBefore empties on start)
+        kind = KINDS.get(event.event_type)
+        if kind is None:
+            if event.event_type not in EVENT_TYPES:
+                self.problems.report(
+                    f"type:{event.event_type}",
+                    f"Azure event type {event.event_type[:40]!r} is unknown; not a notice",
+                )
+            return None  # Freeze: the VM pauses for seconds and keeps running
+        if event.resource_type != "VirtualMachine":
+            return None
+        now = self.clock.now()
+        if event.not_before is None:
+            deadline = now  # already started: the machine may go at any moment
+        else:
+            skew = skew_s(answer, now)
+            if skew and not self._skew_logged:
+                self._skew_logged = True
+                log.warning(
+                    "this machine's clock differs from Azure IMDS' by %.1f s; notice deadlines "
+                    "are converted to this machine's clock (fix the clock: chrony/NTP)",
+                    -skew,
+                )
+            deadline = max(0.0, event.not_before - skew)
+        return Notice(
+            id=f"azure-{event.event_id}",
+            source=self.name,
+            provider=PROVIDER,
+            kind=kind,
+            deadline=deadline,
+            seen_at=now,
+            raw=dict(event.raw),
+        )
+
+    def acknowledge(self, notice: Notice) -> None:
+        """Tell Azure this VM is ready (the checkpoint is safe), so the event may start now
+        instead of at ``NotBefore``. Raises :class:`PortalError` if Azure does not take it."""
+        event_id = str(notice.raw.get("EventId", ""))
+        if notice.provider != PROVIDER or not event_id:
+            raise PortalError(
+                f"notice {notice.id} is not an Azure scheduled event: only notices from the "
+                "azure source can be acknowledged"
+            )
+        body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
+        self._request("POST", EVENTS, timeout_s=self.request_timeout_s, body=body)
+        log.info("acknowledged Azure event %s: it may start now", event_id)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._http is not None:
+            self._http.close()
+            self._http = None
