@@ -7,7 +7,9 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import tomllib
 from pathlib import Path
 
 import nox
@@ -24,6 +26,7 @@ PACKAGES = [
         "providers-gcp",
         "providers-azure",
         "policies",
+        "portal",
     )
     if (ROOT / "packages" / name / "pyproject.toml").exists()
 ]
@@ -46,10 +49,26 @@ def _has_tests(path: Path) -> bool:
     return any(path.rglob("test_*.py"))
 
 
+def _workspace_deps(package: str) -> list[str]:
+    """The workspace packages ``package`` depends on, transitively (installed editable)."""
+    found: list[str] = []
+    todo = [package]
+    while todo:
+        meta = tomllib.loads((_package_dir(todo.pop()) / "pyproject.toml").read_text())
+        for requirement in meta["project"].get("dependencies", []):
+            name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0]
+            folder = name.removeprefix("portal-") if name != "portal" else "portal"
+            if folder in PACKAGES and folder not in found and folder != package:
+                found.append(folder)
+                todo.append(folder)
+    return found
+
+
 def _extras(package: str) -> str:
-    """The extras a package's own tests need (its ``testing`` extra, if it declares one)."""
-    text = (_package_dir(package) / "pyproject.toml").read_text()
-    return "[testing]" if "\ntesting = [" in text else ""
+    """Every extra the package declares (its tests exercise them all: clouds, testing tools)."""
+    meta = tomllib.loads((_package_dir(package) / "pyproject.toml").read_text())
+    extras = sorted(meta["project"].get("optional-dependencies", {}))
+    return f"[{','.join(extras)}]" if extras else ""
 
 
 def _ensure_azurite(session: nox.Session) -> None:
@@ -79,9 +98,9 @@ def tests(session: nox.Session, package: str) -> None:
     pkg = _package_dir(package)
     if not _has_tests(pkg / "tests"):
         session.skip(f"{package} has no tests yet")
-    install = ["-e", str(ROOT / "packages" / "core")]
-    if package != "core":
-        install += ["-e", f"{pkg}{_extras(package)}"]
+    install = ["-e", f"{pkg}{_extras(package)}"]
+    for dependency in _workspace_deps(package):
+        install += ["-e", str(_package_dir(dependency))]
     session.install(*install, "pytest>=8", "hypothesis>=6.100")
     if package == "storage":
         _ensure_azurite(session)

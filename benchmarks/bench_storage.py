@@ -1,0 +1,204 @@
+"""Benchmark of portal-storage: checkpoint writes against plain writes, and incremental cost.
+
+    python benchmarks/bench_storage.py              # 512 MB state
+    python benchmarks/bench_storage.py --large      # 2 GB state
+    python benchmarks/bench_storage.py --size-mb 128 --s3-size-mb 64
+
+Prints one table. Rows:
+* local disk: the store (chunk, fingerprint, encrypt, parallel atomic writes, fsync) vs one plain
+  sequential write of the same bytes (fsync at the end); target >= 0.8x;
+* S3 emulator (moto server on 127.0.0.1): the store vs a plain s3fs ``put_file``; target >= 0.9x;
+* incremental: bytes a second checkpoint uploads after changing 1% of the state; target <= 3%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "packages" / "storage" / "tests"))
+
+import storage_emulators as emu  # noqa: E402
+
+emu.apply_safe_env()
+
+from portal.storage import CheckpointStore, MemoryKeyStore  # noqa: E402
+
+PIECE = 64 * 2**20  # the producer hands over 64 MiB at a time
+
+
+def make_state(size: int) -> bytes:
+    # Random bytes: incompressible, like trained weights; generated fast in 64 MiB blocks.
+    rng = random.Random(7)
+    return b"".join(rng.randbytes(min(PIECE, size - i)) for i in range(0, size, PIECE))
+
+
+def store_write(store: CheckpointStore, job: str, data: bytes) -> tuple[float, int]:
+    start = time.perf_counter()
+    with store.open_writer(job, expected_bytes=len(data)) as writer:
+        for i in range(0, len(data), PIECE):
+            writer.write(data[i : i + PIECE])
+        writer.commit()
+        uploaded = writer.progress().bytes_uploaded
+    return time.perf_counter() - start, uploaded
+
+
+def plain_local_write(path: Path, data: bytes) -> float:
+    start = time.perf_counter()
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return time.perf_counter() - start
+
+
+def bench_local(data: bytes, work: Path) -> tuple[float, float]:
+    best_plain = best_store = float("inf")
+    for attempt in range(2):
+        target = work / f"plain-{attempt}.bin"
+        best_plain = min(best_plain, plain_local_write(target, data))
+        target.unlink()
+        store_dir = work / f"store-{attempt}"
+        store = CheckpointStore(str(store_dir), MemoryKeyStore())
+        store.create_job_key("bench")
+        best_store = min(best_store, store_write(store, "bench", data)[0])
+        shutil.rmtree(store_dir)
+    return best_plain, best_store
+
+
+def bench_s3(data: bytes, work: Path) -> tuple[float, float]:
+    moto = emu.start_moto()
+    try:
+        import s3fs
+
+        fs = s3fs.S3FileSystem(**moto.options, skip_instance_cache=True)
+        local = work / "plain-s3.bin"
+        local.write_bytes(data)
+        start = time.perf_counter()
+        fs.put_file(str(local), f"{moto.container}/plain/state.bin")
+        plain = time.perf_counter() - start
+        fs.rm_file(f"{moto.container}/plain/state.bin")
+        local.unlink()
+        store = CheckpointStore(
+            f"s3://{moto.container}/store", MemoryKeyStore(), options=moto.options, parallelism=16
+        )
+        store.create_job_key("bench")
+        stored = store_write(store, "bench", data)[0]
+        return plain, stored
+    finally:
+        moto.stop()
+
+
+def bench_incremental(data: bytes) -> list[tuple[str, float]]:
+    size = len(data)
+    one_percent = size // 100
+    rng = random.Random(11)
+    rows: list[tuple[str, float]] = []
+
+    def second_upload(name: str, first: list[bytes], second: list[bytes]) -> None:
+        store = CheckpointStore(f"memory://bench-{name}", MemoryKeyStore())
+        store.create_job_key("bench")
+        for parts in (first, second):
+            with store.open_writer("bench") as writer:
+                for part in parts:
+                    if part == b"<cut>":
+                        writer.cut()
+                    else:
+                        writer.write(part)
+                writer.commit()
+                uploaded = writer.progress().bytes_uploaded
+        rows.append((name, uploaded / size))
+        for key in store.backend.list(""):  # free the memory filesystem
+            store.backend.delete(key)
+
+    changed = bytearray(data)
+    at = rng.randrange(0, size - one_percent)
+    changed[at : at + one_percent] = rng.randbytes(one_percent)
+    second_upload("1% changed in place, one region", [data], [bytes(changed)])
+
+    changed = bytearray(data)
+    region = one_percent // 16
+    for _ in range(16):
+        at = rng.randrange(0, size - region)
+        changed[at : at + region] = rng.randbytes(region)
+    second_upload("1% changed in place, 16 regions", [data], [bytes(changed)])
+    del changed
+
+    header = b"step=999;"
+    second_upload(
+        "header grows 1 byte, producer cut",
+        [header, b"<cut>", data],
+        [b"step=1000;", b"<cut>", data],
+    )
+    second_upload(
+        "header grows 1 byte, no cut",
+        [header + data[:1000], data[1000:]],
+        [b"step=1000;" + data[:1000], data[1000:]],
+    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=512)
+    parser.add_argument("--large", action="store_true", help="2 GB state (2048 MB)")
+    parser.add_argument(
+        "--s3-size-mb",
+        type=int,
+        default=None,
+        help="state size for the S3 row (default: --size-mb)",
+    )
+    parser.add_argument("--skip-s3", action="store_true")
+    args = parser.parse_args()
+    size = (2048 if args.large else args.size_mb) * 2**20
+    data = make_state(size)
+    mb = 2**20
+    rows: list[tuple[str, str, str, str]] = []
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        work = Path(tmp)
+        plain, stored = bench_local(data, work)
+        rows.append(
+            (
+                f"local disk write, {size // mb} MiB",
+                f"{size / mb / plain:,.0f} MiB/s plain",
+                f"{size / mb / stored:,.0f} MiB/s store",
+                f"{plain / stored:.2f}x (>= 0.8x)",
+            )
+        )
+        if not args.skip_s3:
+            s3_size = (args.s3_size_mb or size // mb) * mb
+            s3_data = data[:s3_size]
+            plain, stored = bench_s3(s3_data, work)
+            rows.append(
+                (
+                    f"S3 emulator write, {s3_size // mb} MiB",
+                    f"{s3_size / mb / plain:,.0f} MiB/s s3fs put",
+                    f"{s3_size / mb / stored:,.0f} MiB/s store",
+                    f"{plain / stored:.2f}x (>= 0.9x)",
+                )
+            )
+            del s3_data
+    for name, fraction in bench_incremental(data):
+        rows.append(
+            (
+                f"2nd checkpoint: {name}",
+                "",
+                f"{fraction * 100:.2f}% uploaded",
+                "(<= 3%)" if "1%" in name else "",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    print(f"portal-storage benchmark (python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,269 @@
+"""Volumes: named folders of files that outlive machines (bladekit's ``Volume``).
+
+A function mounts a volume at a local path, reads and writes plain files there, and calls
+:meth:`Volume.commit` to make its writes durable (before a preemption, in ``on_preempt``). Another
+machine mounts the same name and sees the last committed version; :meth:`Volume.reload` fetches a
+newer one.
+
+Stored in the same store as checkpoints, through the same backends and retries::
+
+    ROOT/volumes/NAME/volume      marker (created_at)
+    ROOT/volumes/NAME/manifest    the committed version: path -> size, sha256 (written last)
+    ROOT/volumes/NAME/blobs/SHA   file contents, by content (unchanged files are not re-sent)
+
+A commit is atomic: the manifest is replaced in one write after every blob is stored, so a reader
+sees the old version or the new one. Concurrent commits from two machines: the last one wins.
+Volumes hold the user's files as they are (not encrypted by Portal, like a bucket: use the
+bucket's encryption); their contents are checked against SHA-256 on download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from portal.core.clock import SYSTEM_CLOCK, Clock
+from portal.core.specs import StorageBackend
+from portal.storage.backend import open_backend
+from portal.storage.errors import StorageError, VolumeCorruptError, VolumeNotFoundError
+from portal.storage.layout import check_id
+from portal.storage.retry import RetryPolicy
+
+__all__ = ["Volume", "VolumeFile", "VolumeManifest"]
+
+_TMP = ".portal-volume-tmp-"
+
+
+class VolumeFile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    size: int
+    sha256: str
+    mode: int = 0o644
+
+
+class VolumeManifest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    format: int = 1
+    name: str
+    version: int = 0
+    committed_at: float = 0.0
+    files: dict[str, VolumeFile] = {}
+
+
+class _Marker(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    created_at: float
+
+
+def _hash_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Volume:
+    """A named, durable folder. Get one with :meth:`from_name`."""
+
+    def __init__(
+        self,
+        name: str,
+        backend: StorageBackend,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        retry: RetryPolicy | None = None,
+        parallelism: int = 8,
+    ) -> None:
+        self.name = check_id(name, "volume name")
+        self.backend = backend
+        self.url = backend.url.rstrip("/")
+        self.clock = clock
+        self.retry = retry or RetryPolicy(clock=clock)
+        self.parallelism = parallelism
+        self.mount_path: Path | None = None
+        self.version: int | None = None  # committed version the mount matches
+        # (size, mtime_ns) -> sha256 of files as last synced, to skip hashing unchanged files
+        self._seen: dict[str, tuple[int, int, str]] = {}
+
+    # --- finding ------------------------------------------------------------------------------
+
+    @classmethod
+    def from_name(
+        cls,
+        name: str,
+        *,
+        create_if_missing: bool = False,
+        url: str | None = None,
+        options: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> Volume:
+        """The volume called ``name`` in the store at ``url`` (default: Portal's storage setting,
+        ``PORTAL_STORAGE_URL`` or ``PORTAL_HOME/store``). Created when missing only if asked."""
+        if url is None:
+            from portal.core.settings import Settings
+
+            url = Settings.load(environ=environ).storage_url
+        volume = cls(name, open_backend(url, options), clock=clock)
+        marker = volume._key("volume")
+        if not volume._call(lambda: volume.backend.exists(marker), f"check {marker}"):
+            if not create_if_missing:
+                raise VolumeNotFoundError(
+                    f"volume {name!r} does not exist in {volume.url}. Create it with "
+                    f"Volume.from_name({name!r}, create_if_missing=True), or check the name and "
+                    "the storage URL (PORTAL_STORAGE_URL)",
+                    details={"volume": name, "url": volume.url},
+                )
+            body = msgspec.json.encode(_Marker(name=name, created_at=clock.now()))
+            volume._call(lambda: volume.backend.write_bytes(marker, body), f"write {marker}")
+        return volume
+
+    def _key(self, rest: str) -> str:
+        return f"volumes/{self.name}/{rest}"
+
+    def _call(self, fn: Any, what: str) -> Any:
+        return self.retry.call(fn, what=what, url=self.url)
+
+    def _remote(self) -> VolumeManifest:
+        key = self._key("manifest")
+        try:
+            data = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
+        except FileNotFoundError:
+            return VolumeManifest(name=self.name)
+        return msgspec.json.decode(data, type=VolumeManifest)
+
+    # --- mounting -----------------------------------------------------------------------------
+
+    def mount(self, path: str | os.PathLike[str]) -> Path:
+        """Make ``path`` hold the volume's committed files; later commits and reloads use it."""
+        target = Path(path).absolute()
+        target.mkdir(parents=True, exist_ok=True)
+        self.mount_path = target
+        self._seen.clear()
+        self.reload()
+        return target
+
+    def _mounted(self) -> Path:
+        if self.mount_path is None:
+            raise StorageError(
+                f"volume {self.name!r} is not mounted: call volume.mount(path) first (a function "
+                "with volumes={{path: volume}} is mounted for you)",
+                details={"volume": self.name},
+            )
+        return self.mount_path
+
+    def _local_files(self) -> dict[str, Path]:
+        root = self._mounted()
+        files: dict[str, Path] = {}
+        for folder, _dirs, names in os.walk(root):
+            for name in names:
+                full = Path(folder) / name
+                if _TMP in name or full.is_symlink() or not full.is_file():
+                    continue
+                files[full.relative_to(root).as_posix()] = full
+        return files
+
+    def _local_sha(self, rel: str, path: Path) -> str:
+        info = path.stat()
+        seen = self._seen.get(rel)
+        if seen and seen[0] == info.st_size and seen[1] == info.st_mtime_ns:
+            return seen[2]
+        sha = _hash_file(path)
+        self._seen[rel] = (info.st_size, info.st_mtime_ns, sha)
+        return sha
+
+    # --- commit / reload --------------------------------------------------------------------------
+
+    def commit(self) -> int:
+        """Upload changed files and publish them as the volume's new version; returns it."""
+        local = self._local_files()
+        remote = self._remote()
+        stored = {f.sha256 for f in remote.files.values()}
+        files: dict[str, VolumeFile] = {}
+        uploads: dict[str, Path] = {}
+        for rel, path in sorted(local.items()):
+            sha = self._local_sha(rel, path)
+            files[rel] = VolumeFile(
+                size=path.stat().st_size, sha256=sha, mode=path.stat().st_mode & 0o777
+            )
+            if sha not in stored:
+                uploads.setdefault(sha, path)
+
+        def upload(item: tuple[str, Path]) -> None:
+            sha, path = item
+            key = self._key(f"blobs/{sha}")
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() != sha:  # changed while committing: take it anew
+                raise StorageError(
+                    f"file {path} of volume {self.name!r} changed during commit; "
+                    "commit again once it is written",
+                    details={"volume": self.name, "path": str(path)},
+                )
+            self._call(lambda: self.backend.write_bytes(key, data), f"write {key}")
+
+        with ThreadPoolExecutor(self.parallelism) as pool:
+            list(pool.map(upload, uploads.items()))
+        version = remote.version + 1
+        manifest = VolumeManifest(
+            name=self.name, version=version, committed_at=self.clock.now(), files=files
+        )
+        body = msgspec.json.encode(manifest)
+        key = self._key("manifest")
+        self._call(lambda: self.backend.write_bytes(key, body), f"write {key}")
+        self.version = version
+        return version
+
+    def reload(self) -> int:
+        """Make the mount match the latest committed version (uncommitted changes are replaced)."""
+        root = self._mounted()
+        remote = self._remote()
+        local = self._local_files()
+
+        def fetch(item: tuple[str, VolumeFile]) -> None:
+            rel, entry = item
+            key = self._key(f"blobs/{entry.sha256}")
+            data = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
+            if hashlib.sha256(data).hexdigest() != entry.sha256:
+                raise VolumeCorruptError(
+                    f"file {rel} of volume {self.name!r} (version {remote.version}) does not match "
+                    f"its recorded hash in {self.url}: the stored copy is damaged. Commit the file "
+                    "again from a machine that has it",
+                    details={"volume": self.name, "path": rel},
+                )
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f"{dest.name}{_TMP}{os.getpid()}")
+            tmp.write_bytes(data)
+            os.chmod(tmp, entry.mode)
+            os.replace(tmp, dest)
+            info = dest.stat()
+            self._seen[rel] = (info.st_size, info.st_mtime_ns, entry.sha256)
+
+        wanted = [
+            (rel, entry)
+            for rel, entry in remote.files.items()
+            if rel not in local or self._local_sha(rel, local[rel]) != entry.sha256
+        ]
+        with ThreadPoolExecutor(self.parallelism) as pool:
+            list(pool.map(fetch, wanted))
+        for rel, path in local.items():
+            if rel not in remote.files:
+                path.unlink(missing_ok=True)
+                self._seen.pop(rel, None)
+        self.version = remote.version
+        return remote.version
+
+    def unmount(self, *, remove: bool = False) -> None:
+        """Forget the mount (``remove`` deletes the local copy; committed files stay stored)."""
+        if self.mount_path is not None and remove:
+            shutil.rmtree(self.mount_path, ignore_errors=True)
+        self.mount_path = None
+
+    def __repr__(self) -> str:
+        return f"Volume({self.name!r}, url={self.url!r})"

@@ -1,0 +1,354 @@
+"""Writing one checkpoint: stream in, chunks out in parallel, manifest last.
+
+The producer (the capture engine) calls :meth:`CheckpointWriter.write` with bytes as it makes
+them; full chunks go straight to a thread pool that fingerprints, encrypts and uploads them while
+the producer continues. At most ``max_in_flight`` chunks are queued or in transfer, so memory stays
+bounded (about ``2 x max_in_flight x chunk_size``) however large the state is; ``write`` blocks
+when the pool is full, which is the back-pressure a slow store should exert.
+
+Chunks whose fingerprint the newest complete checkpoint already holds are not sent again: the new
+manifest points at the stored object and records the seal (checkpoint, position) it was encrypted
+under. Dedup only against the newest complete checkpoint is deliberate: garbage collection never
+touches that one, so a chunk the writer counts on cannot be collected under it.
+
+Nothing is resumable until :meth:`commit` writes the manifest. A writer that fails, is aborted or is
+killed leaves an intent marker and some chunks: an *incomplete* checkpoint, listed as such, kept for
+inspection, and never chosen for resume.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import attrs
+
+from portal.core.domain import CheckpointRef, CheckpointState
+from portal.core.wire import ChunkEntry, Manifest
+from portal.storage.chunking import FixedChunker, Piece
+from portal.storage.errors import CheckpointDeadlineError, StorageError
+from portal.storage.format import (
+    CHUNK_OVERHEAD,
+    CheckpointIntent,
+    encode_intent,
+    seal_chunk,
+    seal_manifest,
+    sealed_by,
+)
+from portal.storage.layout import (
+    MANIFEST_NAME,
+    STARTED_NAME,
+    checkpoint_prefix,
+    chunk_key,
+    chunk_name,
+)
+from portal.storage.progress import Progress, ProgressTracker
+
+if TYPE_CHECKING:
+    from portal.storage.crypto import JobKeys
+    from portal.storage.store import CheckpointStore
+
+__all__ = ["CheckpointWriter", "DeadlinePolicy"]
+
+DeadlinePolicy = Literal["warn", "raise"]
+
+
+@attrs.frozen
+class _Stored:
+    """A chunk object the writer may point at instead of uploading the same bytes again."""
+
+    key: str
+    stored_size: int
+    sealed_in: str
+    sealed_index: int
+
+
+class CheckpointWriter:
+    """One checkpoint being written. Use as a context manager, or call :meth:`commit`/:meth:`abort`.
+
+    Thread-safety: one producer thread calls ``write``/``cut``/``commit``; progress callbacks run on
+    transfer threads.
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        job_id: str,
+        checkpoint_id: str,
+        keys: JobKeys,
+        parent: Manifest | None,
+        chunk_size: int,
+        parallelism: int,
+        max_in_flight: int,
+        expected_bytes: int | None,
+        deadline: float | None,
+        on_progress: Callable[[Progress], None] | None,
+        deadline_policy: DeadlinePolicy,
+    ) -> None:
+        if deadline_policy not in ("warn", "raise"):
+            raise ValueError(f"deadline_policy must be 'warn' or 'raise', got {deadline_policy!r}")
+        self.store = store
+        self.job_id = job_id
+        self.checkpoint_id = checkpoint_id
+        self.parent_id = parent.checkpoint_id if parent else None
+        self._keys = keys
+        self._clock = store.clock
+        self.created_at = self._clock.now()
+        self._chunker = FixedChunker(chunk_size)
+        self._prefix = checkpoint_prefix(job_id, checkpoint_id)
+        self._tracker = ProgressTracker(
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            clock=self._clock,
+            expected_bytes=expected_bytes,
+            deadline=deadline,
+        )
+        self._on_progress = on_progress
+        self._deadline_policy = deadline_policy
+        self._lock = threading.Lock()
+        self._known: dict[str, _Stored] = {}
+        if parent is not None:
+            for entry in parent.chunks:
+                sealer, position = sealed_by(entry, parent.checkpoint_id)
+                self._known.setdefault(
+                    entry.fingerprint,
+                    _Stored(
+                        key=entry.key,
+                        stored_size=entry.stored_size,
+                        sealed_in=sealer,
+                        sealed_index=position,
+                    ),
+                )
+        self._entries: dict[int, ChunkEntry] = {}
+        self._next_index = 0
+        self._failure: BaseException | None = None
+        self._late: Progress | None = None
+        self._slots = threading.BoundedSemaphore(max(1, max_in_flight))
+        self._futures: list[Future[None]] = []
+        self._pool = ThreadPoolExecutor(
+            max(1, parallelism), thread_name_prefix=f"portal-ckpt-{checkpoint_id[:16]}"
+        )
+        self._state: Literal["open", "committed", "aborted"] = "open"
+        intent = CheckpointIntent(
+            job_id=job_id,
+            checkpoint_id=checkpoint_id,
+            created_at=self.created_at,
+            parent=self.parent_id,
+        )
+        try:
+            store._put(self._prefix + STARTED_NAME, encode_intent(intent))
+        except BaseException:
+            self._pool.shutdown(wait=False)
+            raise
+
+    # --- producer side ------------------------------------------------------------------------
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Add bytes to the checkpoint's stream. Full chunks start uploading at once."""
+        self._check_open()
+        self._tracker.wrote(
+            len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
+        )
+        for piece in self._chunker.feed(data):
+            self._submit(piece)
+
+    def cut(self) -> None:
+        """End the current chunk here, so what follows starts a new one.
+
+        Call it before a large buffer whose bytes rarely change position (a tensor's storage): an
+        insertion earlier in the stream then shifts only the chunks before the cut.
+        """
+        self._check_open()
+        piece = self._chunker.cut()
+        if piece is not None:
+            self._submit(piece)
+
+    def progress(self) -> Progress:
+        """Where the upload stands now."""
+        return self._tracker.snapshot()
+
+    def commit(self, summary: Mapping[str, Any] | None = None) -> CheckpointRef:
+        """Wait for every chunk, then write the manifest: the checkpoint exists from here on.
+
+        ``summary`` says what the state holds and how large (msgspec-encodable values).
+        """
+        self._check_open()
+        try:
+            piece = self._chunker.cut()
+            if piece is not None:
+                self._submit(piece)
+            for future in self._futures:
+                future.result()
+            self._raise_if_failed()
+            entries = [self._entries[i] for i in range(self._next_index)]
+            total = sum(e.size for e in entries)
+            stream = self._keys.stream_fingerprint(
+                ((bytes.fromhex(e.fingerprint), e.size) for e in entries), total
+            )
+            manifest = Manifest(
+                job_id=self.job_id,
+                checkpoint_id=self.checkpoint_id,
+                created_at=self.created_at,
+                chunks=entries,
+                total_size=total,
+                fingerprint=stream.hex(),
+                parent=self.parent_id,
+                python=f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
+                summary=dict(summary or {}),
+            )
+            sealed = seal_manifest(self._keys, manifest)
+            self.store._sync()  # every chunk durable before anything names it
+            self.store._put(self._prefix + MANIFEST_NAME, sealed)
+            self._tracker.extra_upload(len(sealed))
+        except BaseException:
+            self.abort()
+            raise
+        self._state = "committed"
+        self._pool.shutdown(wait=True)
+        final = self._tracker.snapshot(final=True)
+        self._notify(final)
+        return CheckpointRef(
+            job_id=self.job_id,
+            checkpoint_id=self.checkpoint_id,
+            url=f"{self.store.url}/{self._prefix.rstrip('/')}",
+            created_at=self.created_at,
+            size_bytes=sum(e.stored_size for e in entries),
+            state=CheckpointState.COMPLETE,
+        )
+
+    def abort(self) -> None:
+        """Stop uploading. What was stored stays, as an incomplete checkpoint (never resumed)."""
+        if self._state != "open":
+            return
+        self._state = "aborted"
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> CheckpointWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None or self._state == "open":
+            # Leaving the block without commit() means the checkpoint is not wanted.
+            self.abort()
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    # --- transfer side ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise StorageError(
+                f"checkpoint {self.checkpoint_id} of job {self.job_id} is already {self._state}; "
+                "open a new writer to write another checkpoint",
+                details={"job_id": self.job_id, "checkpoint_id": self.checkpoint_id},
+            )
+        self._raise_if_failed()
+
+    def _raise_if_failed(self) -> None:
+        if self._failure is not None:
+            failure = self._failure
+            self.abort()
+            raise failure
+        if self._late is not None and self._deadline_policy == "raise":
+            late = self._late
+            self.abort()
+            raise CheckpointDeadlineError(
+                f"checkpoint {self.checkpoint_id} of job {self.job_id} will not be stored before "
+                f"its deadline: {late.describe()}, {max(0.0, late.deadline_in_s or 0.0):.1f} s "
+                "left. The upload was stopped; the previous complete checkpoint is unchanged. "
+                "Keep the state smaller, or prefer machines with a longer notice",
+                details={
+                    "job_id": self.job_id,
+                    "checkpoint_id": self.checkpoint_id,
+                    "eta_s": late.eta_s,
+                    "deadline_in_s": late.deadline_in_s,
+                },
+            )
+
+    def _submit(self, piece: Piece) -> None:
+        index = self._next_index
+        self._next_index += 1
+        while not self._slots.acquire(timeout=0.5):
+            self._raise_if_failed()
+        try:
+            future = self._pool.submit(self._store_chunk, index, piece)
+        except BaseException:
+            self._slots.release()
+            raise
+        self._futures.append(future)
+
+    def _store_chunk(self, index: int, piece: Piece) -> None:
+        try:
+            if self._failure is not None or self._state == "aborted":
+                return
+            fingerprint = self._keys.fingerprint(piece)
+            fp_hex = fingerprint.hex()
+            size = len(piece)
+            with self._lock:
+                stored = self._known.get(fp_hex)
+                if stored is None:
+                    stored = _Stored(
+                        key=chunk_name(fp_hex, self.checkpoint_id, index),
+                        stored_size=size + CHUNK_OVERHEAD,
+                        sealed_in=self.checkpoint_id,
+                        sealed_index=index,
+                    )
+                    self._known[fp_hex] = stored
+                    upload = True
+                else:
+                    upload = False
+            if upload:
+                sealed = seal_chunk(
+                    self._keys,
+                    checkpoint_id=self.checkpoint_id,
+                    index=index,
+                    plaintext=piece,
+                    fingerprint=fingerprint,
+                )
+                del piece
+                self.store._put_chunk(chunk_key(self.job_id, stored.key), sealed)
+            own = stored.sealed_in == self.checkpoint_id
+            entry = ChunkEntry(
+                index=index,
+                fingerprint=fp_hex,
+                size=size,
+                stored_size=stored.stored_size,
+                key=stored.key,
+                sealed_in=None if own else stored.sealed_in,
+                sealed_index=None if own and stored.sealed_index == index else stored.sealed_index,
+            )
+            with self._lock:
+                self._entries[index] = entry
+            self._tracker.chunk_done(size, stored.stored_size if upload else 0)
+            snapshot = self._tracker.snapshot()
+            if snapshot.will_miss_deadline and self._late is None:
+                self._late = snapshot
+            self._notify(snapshot)
+        except BaseException as exc:
+            if self._failure is None:
+                self._failure = exc
+            raise
+        finally:
+            self._slots.release()
+
+    def _notify(self, progress: Progress) -> None:
+        if self._on_progress is None:
+            return
+        try:
+            self._on_progress(progress)
+        except Exception:  # a display callback must never fail the checkpoint
+            import logging
+
+            logging.getLogger("portal.storage").exception("progress callback failed")

@@ -1,0 +1,108 @@
+"""The fsspec backend passes portal-core's StorageBackendContract on every scheme we ship."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import StoreTarget
+
+from portal.core.specs import StorageBackend
+from portal.core.testing import StorageBackendContract
+from portal.storage.backend import LocalBackend, open_backend, scheme_of
+from portal.storage.errors import InvalidStorageUrlError, MissingExtraError
+
+
+class _Contract(StorageBackendContract):
+    kind = "memory"
+
+    @pytest.fixture(autouse=True)
+    def _target(self, target_for: Callable[[str], StoreTarget]) -> None:
+        self._make_target = target_for
+
+    def make_backend(self) -> StorageBackend:
+        url, options = self._make_target(self.kind)
+        return open_backend(url, options)
+
+    def test_is_a_storage_backend(self, backend: StorageBackend) -> None:
+        assert isinstance(backend, StorageBackend)
+
+    def test_list_prefix_is_a_key_prefix(self, backend: StorageBackend) -> None:
+        backend.write_bytes("jobs/a/x", b"1")
+        backend.write_bytes("jobs/ab/y", b"2")
+        assert backend.list("jobs/a/") == ["jobs/a/x"]
+
+
+class TestLocalBackend(_Contract):
+    kind = "file"
+
+
+class TestMemoryBackend(_Contract):
+    kind = "memory"
+
+
+class TestS3Backend(_Contract):
+    kind = "s3"
+
+
+class TestGcsBackend(_Contract):
+    kind = "gcs"
+
+
+class TestAzureBackend(_Contract):
+    kind = "azure"
+
+
+def test_local_write_is_atomic_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = LocalBackend(str(tmp_path))
+    backend.write_bytes("k", b"old")
+
+    def broken_write(fd: int, data: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", broken_write)
+    with pytest.raises(OSError):
+        backend.write_bytes("k", b"new value")
+    monkeypatch.undo()
+    assert backend.read_bytes("k") == b"old"
+    assert os.listdir(tmp_path) == ["k"]
+
+
+def test_local_objects_are_private(tmp_path: Path) -> None:
+    backend = LocalBackend(f"file://{tmp_path}")
+    backend.write_bytes("a/b", b"x")
+    assert (tmp_path / "a" / "b").stat().st_mode & 0o077 == 0
+    assert backend.url == tmp_path.as_uri()
+
+
+def test_keys_cannot_escape_the_root(tmp_path: Path) -> None:
+    backend = LocalBackend(str(tmp_path))
+    for bad in ("../x", "/etc/passwd", "a/../../b", "", "a//b"):
+        with pytest.raises(InvalidStorageUrlError):
+            backend.write_bytes(bad, b"x")
+
+
+def test_unknown_scheme_and_options_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidStorageUrlError, match="ftp://"):
+        open_backend("ftp://host/x")
+    with pytest.raises(InvalidStorageUrlError, match="endpoint_url"):
+        open_backend(str(tmp_path), {"endpoint_url": "x"})
+    assert scheme_of("/plain/path") == "file"
+    assert scheme_of("S3://b/p") == "s3"
+
+
+def test_missing_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "gcsfs" else real(name, *a)
+    )
+    with pytest.raises(MissingExtraError) as info:
+        open_backend("gs://bucket/root")
+    assert info.value.code == "STORAGE_EXTRA_MISSING"
+    assert "portal-storage[gcs]" in str(info.value)
