@@ -11,17 +11,22 @@ from portal.core.domain import Event, Notice
 from portal.core.errors import PortalError
 from portal.core.wire import (
     MANIFEST_FORMAT,
-    CancelPause,
+    Abandoned,
+    Cancel,
     ChunkEntry,
+    Deferred,
     EventRecord,
+    Failed,
+    Hello,
     Manifest,
     NoticeRecord,
-    PauseRequest,
-    ProbeReport,
+    Pause,
+    Paused,
     ProblemRecord,
     decode_event,
     decode_manifest,
-    decode_node_message,
+    decode_runtime_event,
+    decode_runtime_request,
     encode,
 )
 
@@ -42,32 +47,45 @@ def test_notice_round_trip() -> None:
         seen_at=1,
         raw={"noticeTime": "x"},
     )
-    assert decode_node_message
     assert (
         msgspec.json.decode(encode(NoticeRecord.from_domain(n)), type=NoticeRecord).to_domain() == n
     )
 
 
-def test_node_messages_are_a_tagged_union() -> None:
-    assert decode_node_message(b'{"op":"pause","deadline":12.5}') == PauseRequest(deadline=12.5)
-    assert decode_node_message(encode(CancelPause())) == CancelPause()
-    report = ProbeReport(
-        problems=[
-            ProblemRecord(
-                name="digest",
-                type_name="_hashlib.HASH",
-                reason="TypeError: cannot pickle",
-                where="t.py:4 in f",
-            )
-        ]
-    )
-    assert decode_node_message(encode(report)) == report
+def test_runtime_requests_are_a_tagged_union() -> None:
+    assert decode_runtime_request(b'{"op":"pause","deadline":12.5}') == Pause(deadline=12.5)
+    assert decode_runtime_request(encode(Cancel())) == Cancel()
     with pytest.raises(msgspec.ValidationError):
-        decode_node_message(b'{"op":"explode"}')
+        decode_runtime_request(b'{"op":"explode"}')
+
+
+def test_runtime_events_round_trip() -> None:
+    problem = ProblemRecord(
+        name="digest",
+        type_name="_hashlib.HASH",
+        reason="TypeError: cannot pickle",
+        where="t.py:4 in f",
+    )
+    events = [
+        Hello(pid=1, pending=False),
+        Deferred(problems=[problem]),
+        Abandoned(reason="deadline"),
+        Paused(
+            checkpoint="/c",
+            bytes=10,
+            paused_at="t.py:4 in f",
+            seconds_to_safe_point=0.1,
+            seconds_to_write=0.2,
+        ),
+    ]
+    for event in events:
+        assert decode_runtime_event(encode(event)) == event
+    assert decode_runtime_event(b'{"event":"failed","error":"x"}') == Failed(error="x")
 
 
 def test_defaults_are_omitted() -> None:
-    assert encode(PauseRequest(deadline=1.0)) == b'{"op":"pause","deadline":1.0}'
+    assert encode(Pause(deadline=1.0)) == b'{"op":"pause","deadline":1.0}'
+    assert b"kind" not in encode(ProblemRecord(name="a", type_name="b", reason="c"))
 
 
 def test_manifest_from_older_writer_without_new_fields_is_readable() -> None:

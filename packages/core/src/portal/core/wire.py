@@ -18,20 +18,26 @@ from portal.core.domain import Event, Notice, NoticeKind
 
 __all__ = [
     "MANIFEST_FORMAT",
-    "CancelPause",
+    "Abandoned",
+    "Cancel",
     "ChunkEntry",
+    "Deferred",
     "EventRecord",
+    "Failed",
+    "Hello",
     "Manifest",
-    "NodeMessage",
     "NoticeRecord",
-    "PauseDeferred",
-    "PauseRequest",
+    "Pause",
     "Paused",
-    "ProbeReport",
+    "Pending",
     "ProblemRecord",
+    "ProtocolError",
+    "RuntimeEvent",
+    "RuntimeRequest",
     "decode_event",
     "decode_manifest",
-    "decode_node_message",
+    "decode_runtime_event",
+    "decode_runtime_request",
     "encode",
 ]
 
@@ -137,58 +143,92 @@ class Manifest(_Wire, frozen=True, kw_only=True):
 
 
 class ProblemRecord(_Wire, frozen=True, kw_only=True):
-    """Something a checkpoint could not carry: the value's name, its type, why, and where."""
+    """Something a checkpoint could not carry: the value's name, its type, why, and where.
+
+    ``kind`` is ``value`` (a value that cannot be pickled) or ``position`` (the program is where
+    no pause can be taken: an except block, a generator partway, a call through C).
+    """
 
     name: str
     type_name: str
     reason: str
     where: str = ""
+    kind: str = "value"
 
 
-# --- node <-> runtime messages (tagged union on "op") ---------------------------------------------
+# --- node <-> runtime: the control channel (one JSON object a line, on a Unix socket) -------------
+# Requests (node -> runtime) are tagged on "op"; events (runtime -> node) on "event".
 
 
-class PauseRequest(_Wire, frozen=True, kw_only=True, tag_field="op", tag="pause"):
-    """Node -> runtime: pause at the next safe point before ``deadline`` (Unix seconds)."""
+class Pause(_Wire, frozen=True, kw_only=True, tag_field="op", tag="pause"):
+    """Pause at the next safe point, before ``deadline`` (Unix time)."""
 
     deadline: float
-    reason: str = ""
 
 
-class CancelPause(_Wire, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
-    """Node -> runtime: the pause is no longer wanted (notice withdrawn)."""
+class Cancel(_Wire, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
+    """Give up the pending pause (the notice was withdrawn)."""
 
 
-class Paused(_Wire, frozen=True, kw_only=True, tag_field="op", tag="paused"):
-    """Runtime -> node: the checkpoint is written; the process exits next."""
+RuntimeRequest = Pause | Cancel
+
+
+class Hello(_Wire, frozen=True, kw_only=True, tag_field="event", tag="hello"):
+    """Sent to each client on connecting."""
+
+    pid: int
+    pending: bool
+
+
+class Pending(_Wire, frozen=True, kw_only=True, tag_field="event", tag="pending"):
+    """A pause was requested; the program looks for a safe point until ``deadline``."""
+
+    source: str
+    deadline: float
+
+
+class Deferred(_Wire, frozen=True, kw_only=True, tag_field="event", tag="deferred"):
+    """A pause point was tried and could not be taken yet (sent when the reasons change)."""
+
+    problems: list[ProblemRecord]
+
+
+class Paused(_Wire, frozen=True, kw_only=True, tag_field="event", tag="paused"):
+    """The checkpoint is written; the process exits with 75."""
 
     checkpoint: str
     bytes: int
-    where: str = ""
+    paused_at: str
+    seconds_to_safe_point: float
+    seconds_to_write: float
 
 
-class PauseDeferred(_Wire, frozen=True, kw_only=True, tag_field="op", tag="deferred"):
-    """Runtime -> node: a safe point was reached but the state cannot be carried yet."""
+class Abandoned(_Wire, frozen=True, kw_only=True, tag_field="event", tag="abandoned"):
+    """The pause was given up (``reason``: ``deadline`` or ``cancelled``); the program runs on."""
 
+    reason: str
     problems: list[ProblemRecord] = []
-    where: str = ""
 
 
-class ProbeReport(_Wire, frozen=True, kw_only=True, tag_field="op", tag="probe"):
-    """Runtime -> node: result of a checkpoint check."""
+class Failed(_Wire, frozen=True, kw_only=True, tag_field="event", tag="failed"):
+    """Writing the checkpoint failed; the pause is abandoned and the program runs on."""
 
-    problems: list[ProblemRecord] = []
-    partial: bool = False
-    checked_bytes: int = 0
-    where: str = ""
+    error: str
 
 
-NodeMessage = PauseRequest | CancelPause | Paused | PauseDeferred | ProbeReport
+class ProtocolError(_Wire, frozen=True, kw_only=True, tag_field="event", tag="error"):
+    """The runtime could not understand a request."""
+
+    message: str
+
+
+RuntimeEvent = Hello | Pending | Deferred | Paused | Abandoned | Failed | ProtocolError
 
 _encoder = msgspec.json.Encoder()
 _event_decoder = msgspec.json.Decoder(EventRecord)
 _manifest_decoder = msgspec.json.Decoder(Manifest)
-_node_decoder = msgspec.json.Decoder(NodeMessage)
+_request_decoder = msgspec.json.Decoder(RuntimeRequest)
+_runtime_event_decoder = msgspec.json.Decoder(RuntimeEvent)
 
 
 def encode(value: _Wire) -> bytes:
@@ -214,5 +254,9 @@ def decode_manifest(data: bytes | str) -> Manifest:
     return manifest
 
 
-def decode_node_message(data: bytes | str) -> NodeMessage:
-    return _node_decoder.decode(data)
+def decode_runtime_request(data: bytes | str) -> RuntimeRequest:
+    return _request_decoder.decode(data)
+
+
+def decode_runtime_event(data: bytes | str) -> RuntimeEvent:
+    return _runtime_event_decoder.decode(data)

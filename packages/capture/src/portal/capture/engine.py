@@ -1,0 +1,316 @@
+"""The pause lifecycle: a request arrives, line events go on, a safe point is found (or the
+deadline passes), the checkpoint is written and the process exits with 75.
+
+States: idle (nothing instrumented) -> pending (line events on; each user line tries a pause,
+backing off after a failed serialization since each try walks the whole state) -> capturing ->
+exit. A pending pause ends without a checkpoint when it is cancelled or its deadline passes:
+line events go off again and the program runs on at full speed.
+
+Requests come from any thread (the control channel's watcher) or from a signal (SIGTERM). Line
+events must be switched on the main thread on 3.11, so a request from another thread wakes it
+with ``SIGUSR1``; the handler runs between two bytecodes of the main thread within a fraction
+of a millisecond, or right after the native call it is in returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+from portal.capture.image import write_image
+from portal.capture.problems import Problem
+from portal.capture.safepoint import LineEvents
+from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
+from portal.core.wire import Abandoned, Deferred, Failed, Paused, Pending, ProblemRecord
+
+__all__ = [
+    "EXIT_PAUSED",
+    "Abandoned",
+    "Deferred",
+    "Engine",
+    "Event",
+    "Failed",
+    "Paused",
+    "Pending",
+]
+
+#: The exit status of a paused program (EX_TEMPFAIL: "try again later", i.e. resume).
+EXIT_PAUSED: Final = 75
+WAKE_SIGNAL: Final = signal.SIGUSR1
+_BACKOFF_FIRST: Final = 0.01
+_BACKOFF_MAX: Final = 0.5
+_HISTORY_MAX: Final = 50
+
+
+Event = Pending | Deferred | Paused | Abandoned | Failed
+
+
+class _Request:
+    __slots__ = ("deadline", "requested", "source")
+
+    def __init__(self, deadline: float, source: str, requested: float) -> None:
+        self.deadline = deadline
+        self.source = source
+        self.requested = requested
+
+
+class Engine:
+    """Pauses the running script at a safe point and writes its checkpoint.
+
+    :param context: the program being run (see :class:`CaptureContext`).
+    :param checkpoint_path: where the checkpoint goes.
+    :param notify: receives every :data:`Event` (the control channel sends them to the node).
+    :param clock: unix time, injected so tests of deadlines need not sleep.
+    :param sigterm_grace: seconds a SIGTERM-requested pause may take before it is abandoned.
+    :param before_exit: called just before the paused process exits (close channels).
+    """
+
+    def __init__(
+        self,
+        context: CaptureContext,
+        *,
+        checkpoint_path: str | os.PathLike[str],
+        notify: Callable[[Event], None] = lambda event: None,
+        clock: Callable[[], float] = time.time,
+        sigterm_grace: float = 30.0,
+        before_exit: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.context = context
+        self.checkpoint_path = Path(checkpoint_path)
+        self._notify = notify
+        self._clock = clock
+        self._sigterm_grace = sigterm_grace
+        self._before_exit = before_exit
+        self._lock = threading.Lock()
+        self._request: _Request | None = None
+        self._capturing = False
+        self._in_callback = False
+        self._main = threading.main_thread().ident
+        self._events = LineEvents(context.user_code.is_user_code, self._on_line)
+        self._backoff = _BACKOFF_FIRST
+        self._next_try = 0.0
+        self._history: dict[tuple[str, str, str, str], Problem] = {}
+        self._last_reported: frozenset[tuple[str, str, str]] = frozenset()
+        self._previous_handlers: dict[int, Any] = {}
+        self.armed = False
+
+    # -- arming -----------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """Install the signal handlers (main thread). Nothing else runs until a request."""
+        for signum, handler in ((signal.SIGTERM, self._on_sigterm), (WAKE_SIGNAL, self._on_wake)):
+            self._previous_handlers[signum] = signal.signal(signum, handler)
+        self._events.prepare()
+        self.armed = True
+
+    def finish(self) -> None:
+        """The script has ended: a late notice has nothing left to pause. Ignore the signals
+        (the interpreter's shutdown would otherwise restore their deadly defaults)."""
+        with self._lock:
+            self._capturing = True  # no request is taken any more
+            self._request = None
+        self._events.disable()
+        for signum in self._previous_handlers:
+            signal.signal(signum, signal.SIG_IGN)
+
+    def disarm(self) -> None:
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler)
+        self._previous_handlers.clear()
+        self._events.close()
+        self.armed = False
+
+    # -- requests (any thread) --------------------------------------------------------------
+
+    def pending(self) -> bool:
+        """True while a real pause is wanted (``portal.runtime.rt.pending()``)."""
+        request = self._request
+        if request is None:
+            return False
+        now = self._clock()
+        # A script that asks is about to release what held the pause up: try again soon.
+        self._next_try = min(self._next_try, now + _BACKOFF_FIRST)
+        return now < request.deadline
+
+    def deadline(self) -> float | None:
+        request = self._request
+        return None if request is None else request.deadline
+
+    def request_pause(self, deadline: float, source: str) -> None:
+        """Ask for a pause at the next safe point before ``deadline`` (unix time)."""
+        with self._lock:
+            if self._capturing:
+                return
+            if self._request is None:
+                self._request = _Request(deadline, source, self._clock())
+                self._backoff = _BACKOFF_FIRST
+                self._next_try = 0.0
+                self._history.clear()
+                self._last_reported = frozenset()
+            else:  # two requests: the earlier deadline holds
+                self._request.deadline = min(self._request.deadline, deadline)
+            event = Pending(source=source, deadline=self._request.deadline)
+        self._notify(event)
+        self._wake()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Give up a pending pause; line events go off again."""
+        with self._lock:
+            if self._request is None or self._capturing:
+                return
+            self._request = None
+            problems = self._problem_records()
+        self._notify(Abandoned(reason=reason, problems=problems))
+        self._wake()
+
+    def expire(self) -> None:
+        """Abandon a pending pause whose deadline has passed (the watcher calls this on time,
+        even while the main thread is inside a long native call)."""
+        request = self._request
+        if request is not None and self._clock() >= request.deadline:
+            self._abandon_deadline(request)
+
+    def _wake(self) -> None:
+        if threading.get_ident() == self._main:
+            self._sync(sys._getframe(1))
+        elif self.armed:
+            signal.pthread_kill(self._main, WAKE_SIGNAL)  # type: ignore[arg-type]
+
+    # -- main thread ------------------------------------------------------------------------
+
+    def _sync(self, frame: FrameType | None) -> None:
+        """Line events on while a request is pending, off otherwise."""
+        if self._in_callback:
+            return  # the line callback in progress sees the new state itself
+        if self._request is not None:
+            self._events.enable(frame)
+        else:
+            self._events.disable()
+
+    def _on_wake(self, signum: int, frame: FrameType | None) -> None:
+        self._sync(frame)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.request_pause(self._clock() + self._sigterm_grace, "sigterm")
+        self._sync(frame)
+
+    def _abandon_deadline(self, request: _Request) -> None:
+        with self._lock:
+            if self._request is not request or self._capturing:
+                return
+            self._request = None
+            problems = self._problem_records()
+        self._notify(Abandoned(reason="deadline", problems=problems))
+        if request.source == "sigterm":
+            listed = (
+                "; ".join(str(p) for p in self._history.values()) or "no safe point was reached"
+            )
+            print(
+                f"portal: the pause requested by SIGTERM was abandoned at its deadline: {listed}",
+                file=sys.stderr,
+                flush=True,
+            )
+        self._wake()
+
+    def _problem_records(self) -> list[ProblemRecord]:
+        return [ProblemRecord(**p.to_dict()) for p in self._history.values()]
+
+    def _defer(self, problems: list[Problem]) -> None:
+        for p in problems:
+            key = (p.kind, p.name, p.type_name, p.reason)
+            if key not in self._history and len(self._history) < _HISTORY_MAX:
+                self._history[key] = p
+        current = frozenset((p.name, p.type_name, p.reason) for p in problems)
+        if current != self._last_reported:
+            self._last_reported = current
+            self._notify(Deferred(problems=[ProblemRecord(**p.to_dict()) for p in problems]))
+
+    def _on_line(self, frame: FrameType) -> None:
+        if self._in_callback:
+            return
+        self._in_callback = True
+        try:
+            self._try_pause(frame)
+        finally:
+            self._in_callback = False
+        if self._request is None:
+            self._events.disable()
+
+    def _try_pause(self, frame: FrameType) -> None:
+        request = self._request
+        if request is None:
+            return
+        now = self._clock()
+        if now >= request.deadline:
+            self._abandon_deadline(request)
+            return
+        if now < self._next_try:
+            return
+        position = check_position(frame, self.context)
+        if isinstance(position, Problem):
+            self._defer([position])
+            return
+        try:
+            result = take_snapshot(
+                frame,
+                position,
+                self.context,
+                requested_time=request.requested,
+                history=list(self._history.values()),
+            )
+        except Exception as exc:  # a bug or a reducer that broke: say so, keep the program alive
+            self._fail(request, f"taking the checkpoint failed: {type(exc).__name__}: {exc}")
+            return
+        if result.image is None:
+            self._defer(result.problems)
+            self._next_try = self._clock() + self._backoff
+            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+            return
+        with self._lock:
+            if self._request is not request:
+                return  # cancelled meanwhile
+            self._capturing = True
+        safe_point = result.image.header.safe_point_time
+        try:
+            size = write_image(result.image, self.checkpoint_path)
+        except Exception as exc:
+            with self._lock:
+                self._capturing = False
+            self._fail(
+                request, f"writing {self.checkpoint_path} failed: {type(exc).__name__}: {exc}"
+            )
+            return
+        self._notify(
+            Paused(
+                checkpoint=str(self.checkpoint_path),
+                bytes=size,
+                paused_at=result.image.header.paused_at,
+                seconds_to_safe_point=max(0.0, safe_point - request.requested),
+                seconds_to_write=max(0.0, self._clock() - safe_point),
+            )
+        )
+        self._exit_paused()
+
+    def _fail(self, request: _Request, message: str) -> None:
+        with self._lock:
+            if self._request is request:
+                self._request = None
+        self._notify(Failed(error=message))
+        print(f"portal: {message}; the program continues", file=sys.stderr, flush=True)
+
+    def _exit_paused(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):  # a closed stream cannot lose more output
+                stream.flush()
+        try:
+            self._before_exit()
+        finally:
+            os._exit(EXIT_PAUSED)

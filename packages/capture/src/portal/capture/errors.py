@@ -1,0 +1,52 @@
+"""Errors of the capture engine, each with a stable ``code`` and a message naming the way out."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from portal.core.errors import CapturePortalError
+
+__all__ = [
+    "CheckpointCorruptError",
+    "CheckpointFormatTooNewError",
+    "CheckpointUnreadableError",
+    "DebugBuildError",
+    "PythonVersionMismatchError",
+    "UnsupportedInterpreterError",
+]
+
+
+class UnsupportedInterpreterError(CapturePortalError):
+    """Not CPython 3.11-3.13 on a 64-bit machine: frames cannot be read or rebuilt."""
+
+    code: ClassVar[str] = "CAPTURE_UNSUPPORTED_INTERPRETER"
+
+
+class DebugBuildError(UnsupportedInterpreterError):
+    """A debug build of CPython lays frames out differently."""
+
+    code: ClassVar[str] = "CAPTURE_DEBUG_BUILD"
+
+
+class PythonVersionMismatchError(CapturePortalError):
+    """The checkpoint was written by another Python minor version (bytecode differs)."""
+
+    code: ClassVar[str] = "CAPTURE_PYTHON_VERSION_MISMATCH"
+
+
+class CheckpointFormatTooNewError(CapturePortalError):
+    """The checkpoint was written by a newer portal-capture."""
+
+    code: ClassVar[str] = "CAPTURE_FORMAT_TOO_NEW"
+
+
+class CheckpointUnreadableError(CapturePortalError):
+    """The checkpoint file cannot be opened or read."""
+
+    code: ClassVar[str] = "CAPTURE_CHECKPOINT_UNREADABLE"
+
+
+class CheckpointCorruptError(CheckpointUnreadableError):
+    """The checkpoint's bytes are not a whole, intact checkpoint (truncated, altered, not one)."""
+
+    code: ClassVar[str] = "CAPTURE_CHECKPOINT_CORRUPT"

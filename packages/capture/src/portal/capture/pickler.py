@@ -1,0 +1,325 @@
+"""One pickler for a whole checkpoint: cloudpickle, adjusted so a program's state survives intact.
+
+Stock cloudpickle is close, but a resumed program needs four things it does not do:
+
+- a user namespace (``__main__`` or a module of the script's directory) is pickled *by name* and
+  its contents once, separately: every function rebuilt in the new process then shares the new
+  module's ``__dict__``, as ``global`` statements and later definitions expect;
+- cells keep their identity (cloudpickle copies a closure's contents into new cells, which breaks
+  two closures sharing a variable, or a frame sharing it with a closure);
+- code objects keep their real ``co_filename`` (cloudpickle rewrites it), so tracebacks point at
+  the script and a resumed program can be checkpointed again;
+- ``sys.stdin/stdout/stderr`` travel by reference: a stream is the process's own.
+
+Buffers that offer themselves out of band (numpy arrays, protocol 5) stay out of the pickle;
+plugins' reducers do the same for other array types. It applies reducers registered by plugins
+(keyed by type *name*, so registering costs no import), and refuses process-bound objects (a
+running thread, a child process) with a clear message rather than pickling their innards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import marshal
+import pickle
+import subprocess
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any
+
+import cloudpickle
+
+from portal.capture import _rebuild
+
+__all__ = [
+    "CheckpointPickler",
+    "NamespaceRef",
+    "Reducer",
+    "dumps",
+    "resolve_reducers",
+]
+
+Reducer = Callable[[Any], Any]
+
+_STD_STREAMS = ("stdout", "stderr", "stdin", "__stdout__", "__stderr__", "__stdin__")
+_PROCESS_BOUND: tuple[type, ...] = (threading.Thread, subprocess.Popen)
+_DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
+
+
+def resolve_reducers(reducers: Mapping[str, Reducer]) -> dict[type, Reducer]:
+    """Types for the registered names whose modules the program has already imported.
+
+    A name whose module is not loaded cannot have instances in the program: skip it, at no cost.
+    """
+    resolved: dict[type, Reducer] = {}
+    for name, reducer in reducers.items():
+        parts = name.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            module = sys.modules.get(".".join(parts[:cut]))
+            if module is None:
+                continue
+            obj: Any = module
+            for attr in parts[cut:]:
+                obj = getattr(obj, attr, None)
+            if isinstance(obj, type):
+                resolved[obj] = reducer
+            break
+    return resolved
+
+
+class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """The checkpoint's pickler (protocol 5).
+
+    :param namespaces: ``id(module.__dict__) -> module name`` for the user namespaces pickled by
+        name (their contents are pickled by the caller, once).
+    :param reducers: plugin reducers by type (see :func:`resolve_reducers`); they win over ours.
+    """
+
+    def __init__(
+        self,
+        file: IO[bytes],
+        *,
+        namespaces: Mapping[int, str],
+        reducers: Mapping[type, Reducer] | None = None,
+        buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
+    ) -> None:
+        super().__init__(file, protocol=5, buffer_callback=buffer_callback)
+        self._namespaces = namespaces
+        self._user_modules = frozenset(namespaces.values())
+        self._plugin_reducers = dict(reducers or {})
+        self._handlers: dict[type, Callable[[Any], Any] | None] = {}
+        self._namespace_refs: dict[str, NamespaceRef] = {}
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def reducer_override(self, obj: Any) -> Any:
+        t = type(obj)
+        try:
+            handler = self._handlers[t]
+        except KeyError:
+            handler = self._handlers[t] = self._handler_for(t)
+        if handler is None:
+            return NotImplemented
+        result = handler(obj)
+        if result is _DEFAULT:
+            return super().reducer_override(obj)
+        return result
+
+    def _handler_for(self, t: type) -> Callable[[Any], Any] | None:
+        for base in t.__mro__:
+            if base in self._plugin_reducers:
+                return self._plugin_reducers[base]
+        if t is types.CellType:
+            return _reduce_cell
+        if t is types.FunctionType:
+            return self._reduce_function
+        if issubclass(t, type):
+            return lambda obj: _DEFAULT  # classes: cloudpickle (by value for user classes)
+        if t is types.ModuleType:
+            return self._reduce_module
+        if t is types.CodeType:
+            return _reduce_code
+        if t is functools._lru_cache_wrapper:
+            return self._reduce_lru_cache
+        if issubclass(t, _PROCESS_BOUND):
+            return _refuse_process_bound
+        if issubclass(t, io.IOBase):
+            return _reduce_stream
+        return None
+
+    # -- reducers that need the pickler's state ---------------------------------------------
+
+    def namespace_ref(self, name: str) -> NamespaceRef:
+        """One reference object per namespace, so the pickle memoizes it."""
+        ref = self._namespace_refs.get(name)
+        if ref is None:
+            ref = self._namespace_refs[name] = NamespaceRef(name)
+        return ref
+
+    def _reduce_module(self, obj: types.ModuleType) -> Any:
+        if obj.__name__ in self._user_modules and sys.modules.get(obj.__name__) is obj:
+            return (_rebuild.user_module, (obj.__name__,))
+        return NotImplemented  # installed module: by reference ("imports run again")
+
+    def _reduce_lru_cache(self, wrapper: Any) -> Any:
+        wrapped = getattr(wrapper, "__wrapped__", None)
+        if (
+            not isinstance(wrapped, types.FunctionType)
+            or id(wrapped.__globals__) not in self._namespaces
+        ):
+            return NotImplemented  # a library's cached function: by reference
+        params = wrapper.cache_parameters()
+        state = {k: v for k, v in wrapper.__dict__.items() if k != "__wrapped__"}
+        return (
+            _rebuild.lru_cache,
+            (wrapped, params["maxsize"], params["typed"]),
+            state,
+            None,
+            None,
+            _rebuild.set_wrapper_state,
+        )
+
+    def _reduce_function(self, func: types.FunctionType) -> Any:
+        namespace = self._namespaces.get(id(func.__globals__))
+        if namespace is None:
+            return _DEFAULT  # library function: cloudpickle (by reference when importable)
+        state: dict[str, Any] = {
+            "__qualname__": func.__qualname__,
+            "__module__": func.__module__,
+            "__defaults__": func.__defaults__,
+            "__kwdefaults__": func.__kwdefaults__,
+            "__annotations__": func.__annotations__,
+            "__doc__": func.__doc__,
+        }
+        if func.__dict__:
+            state["__dict__"] = func.__dict__
+        # The closure's cells go in the arguments: each is created empty and memoized before its
+        # contents are pickled, so a cell holding this very function is no infinite recursion.
+        return (
+            _rebuild.make_function,
+            (func.__code__, self.namespace_ref(namespace), func.__name__, func.__closure__),
+            state,
+            None,
+            None,
+            _rebuild.set_function_state,
+        )
+
+
+def _reduce_cell(cell: types.CellType) -> Any:
+    try:
+        contents = cell.cell_contents
+    except ValueError:  # empty cell
+        return (_rebuild.make_cell, ())
+    return (_rebuild.make_cell, (), (contents,), None, None, _rebuild.set_cell)
+
+
+def _reduce_code(code: types.CodeType) -> Any:
+    try:
+        data = marshal.dumps(code)
+    except ValueError as exc:
+        raise TypeError(f"cannot pickle code object {code.co_qualname!r}: {exc}") from exc
+    return (_rebuild.load_code, (data,))
+
+
+class NamespaceRef:
+    """Stands for a user namespace in the pickle: loads as that module's ``__dict__`` in the new
+    process. (The C pickler never offers a plain ``dict`` to ``reducer_override``, so the
+    namespace is swapped for this where the engine meets it: function globals, frame records.)"""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> Any:
+        return (_rebuild.module_namespace, (self.name,))
+
+
+def _refuse_process_bound(obj: object) -> Any:
+    raise TypeError(f"cannot pickle {type(obj).__name__!r} object (it is part of the process)")
+
+
+def _reduce_stream(obj: object) -> Any:
+    for name in _STD_STREAMS:
+        if getattr(sys, name, None) is obj:
+            return (_rebuild.std_stream, (name,))
+    # Any other stream is the process's own (cloudpickle would read a file's contents into a
+    # StringIO, which a program continuing to read or write it would not notice).
+    t = type(obj)
+    raise TypeError(f"cannot pickle '{t.__module__}.{t.__qualname__}' object")
+
+
+class _NullSink:
+    """A file that counts bytes and keeps none (for probing and diagnosis)."""
+
+    def __init__(self) -> None:
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        n = len(data)
+        self.size += n
+        return n
+
+
+def dumps(
+    obj: object,
+    *,
+    namespaces: Mapping[int, str],
+    reducers: Mapping[type, Reducer] | None = None,
+    keep: bool = True,
+) -> tuple[bytes, list[memoryview], int]:
+    """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
+    and the pickle's size."""
+    buffers: list[memoryview] = []
+
+    def on_buffer(buf: pickle.PickleBuffer) -> bool:
+        if keep:
+            buffers.append(buf.raw())
+        else:
+            buffers.append(memoryview(b""))
+        return False  # out of band
+
+    sink: Any = io.BytesIO() if keep else _NullSink()
+    CheckpointPickler(
+        sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer
+    ).dump(obj)
+    if keep:
+        data = sink.getvalue()
+        return data, buffers, len(data)
+    return b"", buffers, sink.size
+
+
+def pickle_error(
+    obj: object, *, namespaces: Mapping[int, str], reducers: Mapping[type, Reducer] | None
+) -> BaseException | None:
+    """The error pickling ``obj`` alone raises, or None."""
+    try:
+        dumps(obj, namespaces=namespaces, reducers=reducers, keep=False)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def iter_children(value: object) -> Iterable[tuple[str, object]]:
+    """Named parts of ``value`` a diagnosis descends into: ``[key]``, ``[i]``, ``.attr``."""
+    if isinstance(value, (*_PROCESS_BOUND, io.IOBase)):
+        return
+    if isinstance(value, dict):
+        for key, item in list(value.items()):
+            yield f"[{key!r}]", item
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield f"[{i}]", item
+        return
+    if isinstance(value, (set, frozenset)):
+        for item in list(value):
+            yield "{...}", item
+        return
+    if isinstance(value, types.CellType):
+        with contextlib.suppress(ValueError):  # an empty cell has no part
+            yield "", value.cell_contents
+        return
+    if isinstance(value, types.FunctionType):
+        for name, cell in zip(value.__code__.co_freevars, value.__closure__ or (), strict=False):
+            with contextlib.suppress(ValueError):
+                yield f".<closure {name}>", cell.cell_contents
+        return
+    if isinstance(value, types.MethodType):
+        yield ".__self__", value.__self__
+        return
+    attrs = getattr(value, "__dict__", None)
+    if isinstance(attrs, dict):
+        for key, item in list(attrs.items()):
+            yield f".{key}", item
+    for slot in getattr(type(value), "__slots__", ()):
+        if (
+            isinstance(slot, str)
+            and hasattr(value, slot)
+            and slot not in ("__dict__", "__weakref__")
+        ):
+            yield f".{slot}", getattr(value, slot)

@@ -1,0 +1,152 @@
+"""Continuing a checkpoint in this process: namespaces back, frames rebuilt as resumed code.
+
+Order matters. Installed modules are imported first ("imports run again on the new machine"),
+then empty module objects are made for ``__main__`` and the user modules so the pickle can refer
+to their namespaces by name; the one pickle loads; the namespaces are filled; capture extensions
+restore their process-level state; and the frames are rebuilt innermost first, each outer frame's
+prologue calling the resumed function of the frame inside it. The caller executes the returned
+module code in ``__main__``'s namespace.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import importlib.util
+import io
+import pickle
+import sys
+import types
+from collections.abc import Sequence
+from types import CodeType
+from typing import Any, NamedTuple
+
+from portal.capture.codegen import build_resumed_code
+from portal.capture.frames import local_slot_count
+from portal.capture.image import CheckpointImage
+from portal.capture.snapshot import CaptureExtension, FrameRecord, ResumedInfo, Snapshot
+
+__all__ = ["RESUMED_CODE", "Restored", "build_frames", "restore"]
+
+#: Runtime singleton: resumed code objects by ``id`` -> how they map to the original code, so a
+#: resumed program can pause again (including frames still waiting inside their prologue call).
+#: Entries keep their code objects alive, so an ``id`` is never reused while it is listed.
+RESUMED_CODE: dict[int, ResumedInfo] = {}
+
+
+class Restored(NamedTuple):
+    module_code: CodeType  # the script's module frame, resumed
+    main_namespace: dict[str, Any]
+
+
+class _Unpickler(pickle.Unpickler):
+    """Finds classes by name as pickle does; exists to make one place to hook lookups."""
+
+
+def restore(
+    image: CheckpointImage,
+    main_module: types.ModuleType,
+    *,
+    extensions: Sequence[CaptureExtension] = (),
+) -> Restored:
+    """Load ``image`` into this process (see module docstring); return what to execute."""
+    header = image.header
+    for name in header.imports:
+        if name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:
+                continue
+    sys.modules["__main__"] = main_module
+    for ref in header.user_modules:
+        module = types.ModuleType(ref.name)
+        if ref.file:
+            module.__file__ = ref.file
+            # A spec and loader as an import would give them (importlib.reload, inspect...).
+            spec = importlib.util.spec_from_file_location(ref.name, ref.file)
+            if spec is not None:
+                module.__spec__ = spec
+                module.__loader__ = spec.loader
+        sys.modules[ref.name] = module
+    snapshot = _Unpickler(io.BytesIO(image.pickle), buffers=image.buffers).load()
+    if not isinstance(snapshot, Snapshot):
+        raise TypeError(f"checkpoint state is a {type(snapshot).__name__}, not a Snapshot")
+    for record in snapshot.modules:
+        namespace = sys.modules[record.name].__dict__
+        namespace.update(record.contents)
+        namespace.setdefault("__builtins__", builtins)
+    for ref in header.user_modules:  # a submodule is an attribute of its package
+        parent, _, child = ref.name.rpartition(".")
+        if parent and parent in sys.modules:
+            setattr(sys.modules[parent], child, sys.modules[ref.name])
+    by_name = {ext.name: ext for ext in extensions}
+    for name, state in snapshot.extensions:
+        ext = by_name.get(name)
+        if ext is not None:
+            ext.restore(state)
+    return Restored(build_frames(snapshot.frames), main_module.__dict__)
+
+
+def build_frames(
+    records: Sequence[FrameRecord], registry: dict[int, ResumedInfo] | None = None
+) -> CodeType:
+    """Resumed code for each frame (outermost first in ``records``); returns the module frame's.
+
+    Each function frame becomes a function object with the resumed code, called by its caller's
+    prologue with no arguments: it keeps its signature, so its parameters get dummy defaults
+    (overwritten by the prologue) and zero-argument ``super()`` still finds its ``__class__``.
+    """
+    registry = RESUMED_CODE if registry is None else registry
+    inner: types.FunctionType | None = None
+    for record in reversed(records):
+        code = record.code
+        prefilled = _argument_slots(code)
+        resumed = build_resumed_code(
+            code,
+            slots=record.slots,
+            stack=record.stack,
+            resume_at=record.resume_at,
+            call=inner,
+            call_at=record.call_at,
+            prefilled=0 if record.module_level else prefilled,
+        )
+        registry[id(resumed.code)] = ResumedInfo(
+            code=resumed.code,
+            original=code,
+            prologue=resumed.prologue,
+            resume_at=record.resume_at,
+            call_at=record.call_at,
+        )
+        if record.module_level:
+            if record is not records[0]:
+                raise ValueError("only the outermost frame of a checkpoint may be module-level")
+            return resumed.code
+        inner = _function_for(resumed.code, code, record)
+    raise ValueError("a checkpoint's outermost frame must be the script's module frame")
+
+
+def _argument_slots(code: CodeType) -> int:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
+    return n
+
+
+def _function_for(code: CodeType, original: CodeType, record: FrameRecord) -> types.FunctionType:
+    nslots = local_slot_count(original)
+    nfree = len(original.co_freevars)
+    closure = None
+    if nfree:
+        cells = []
+        for value in record.slots[nslots - nfree : nslots]:
+            cells.append(value if isinstance(value, types.CellType) else types.CellType())
+        closure = tuple(cells)
+    namespace = sys.modules[record.namespace].__dict__
+    namespace.setdefault("__builtins__", builtins)
+    defaults = (None,) * original.co_argcount or None
+    func = types.FunctionType(code, namespace, original.co_name, defaults, closure)
+    if original.co_kwonlyargcount:
+        first = original.co_argcount
+        names = original.co_varnames[first : first + original.co_kwonlyargcount]
+        func.__kwdefaults__ = dict.fromkeys(names)
+    func.__qualname__ = original.co_qualname
+    return func

@@ -1,0 +1,446 @@
+"""Taking a program's state at a safe point: the frame chain, the namespaces, one pickle.
+
+Called on the paused thread, from inside a line event. :func:`check_position` answers cheaply
+whether the pause may be taken here (the chain of frames); :func:`take_snapshot` then reads every
+frame of the chain, the user namespaces and the capture extensions' state, and pickles them all
+at once, so shared references stay shared. If pickling fails, :func:`diagnose` walks the same
+state part by part to name each value that cannot be carried.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import CodeType, FrameType
+from typing import Any, NamedTuple, Protocol
+
+import cloudpickle
+
+from portal.capture import frames as _frames
+from portal.capture.codegen import NULL
+from portal.capture.image import (
+    CheckpointImage,
+    Header,
+    InterpreterInfo,
+    ModuleRef,
+    ProblemRecord,
+)
+from portal.capture.pickler import (
+    Reducer,
+    dumps,
+    iter_children,
+    pickle_error,
+    resolve_reducers,
+)
+from portal.capture.problems import Problem, describe_type, where
+from portal.capture.usercode import UserCode
+
+__all__ = [
+    "CaptureContext",
+    "CaptureExtension",
+    "FrameRecord",
+    "ModuleRecord",
+    "ResumedInfo",
+    "Snapshot",
+    "SnapshotResult",
+    "check_position",
+    "diagnose",
+    "take_snapshot",
+]
+
+_NOT_CARRIED_FLAGS = (
+    inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+# Module attributes that describe the module object, not the program's state.
+_SKIPPED_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__cached__"})
+
+
+class CaptureExtension(Protocol):
+    """Process-level state a plugin captures and restores (RNGs, settings, ...)."""
+
+    name: str
+    capture: Callable[[], Any]
+    restore: Callable[[Any], None]
+
+
+class FrameRecord(NamedTuple):
+    """One paused frame, in terms of its *original* code."""
+
+    code: CodeType
+    namespace: str  # the module whose namespace is the frame's globals
+    slots: list[object]
+    stack: list[object]
+    resume_at: int  # byte offset of the next instruction
+    call_at: int | None  # offset of the call it waits on (None: the innermost frame)
+    module_level: bool
+
+
+class ModuleRecord(NamedTuple):
+    name: str
+    contents: dict[str, Any]
+
+
+class Snapshot(NamedTuple):
+    """What the one pickle holds."""
+
+    modules: list[ModuleRecord]  # "__main__" first
+    frames: list[FrameRecord]  # outermost first
+    extensions: list[tuple[str, Any]]
+
+
+class ResumedInfo(NamedTuple):
+    """How a resumed code object maps back to the original (see :mod:`portal.capture.resume`)."""
+
+    code: CodeType
+    original: CodeType
+    prologue: int
+    resume_at: int  # original offsets of the frame's continuation and pending call
+    call_at: int | None
+
+
+class CaptureContext:
+    """Everything a capture needs to know about the running program.
+
+    :param user_code: what counts as the user's own code.
+    :param main_namespace: ``__main__.__dict__`` of the script.
+    :param entry_code: the code object of the script's module frame (the outermost frame of a
+        pause); ``None`` takes the outermost module-level frame of ``main_namespace``.
+    :param reducers: plugin reducers by fully qualified type name.
+    :param extensions: capture extensions, called at every checkpoint.
+    :param resumed: registry of resumed code objects (by ``id``).
+    """
+
+    def __init__(
+        self,
+        *,
+        user_code: UserCode,
+        main_namespace: dict[str, Any],
+        entry_code: CodeType | None = None,
+        reducers: Mapping[str, Reducer] | None = None,
+        extensions: Sequence[CaptureExtension] = (),
+        resumed: Mapping[int, ResumedInfo] | None = None,
+    ) -> None:
+        self.user_code = user_code
+        self.main_namespace = main_namespace
+        self.entry_code = entry_code
+        self.reducers = dict(reducers or {})
+        self.extensions = list(extensions)
+        self.resumed: Mapping[int, ResumedInfo] = resumed if resumed is not None else {}
+
+    def is_entry(self, frame: FrameType) -> bool:
+        if frame.f_globals is not self.main_namespace:
+            return False
+        if self.entry_code is not None:
+            return frame.f_code is self.entry_code
+        return frame.f_code.co_name == "<module>" and (
+            frame.f_back is None or frame.f_back.f_globals is not self.main_namespace
+        )
+
+    def resumed_info(self, code: CodeType) -> ResumedInfo | None:
+        info = self.resumed.get(id(code))
+        return info if info is not None and info.code is code else None
+
+
+def _position_problem(name: str, type_name: str, reason: str, frame: FrameType) -> Problem:
+    return Problem(
+        name=name, type_name=type_name, reason=reason, where=where(frame), kind="position"
+    )
+
+
+def check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | Problem:
+    """The chain from ``frame`` (paused, innermost) out to the script's entry frame, or why a
+    pause cannot be taken here. Cheap: no value is touched."""
+    if sys.exc_info()[1] is not None:
+        return _position_problem(
+            "except block",
+            "exception handler",
+            "the program is handling an exception (an except or finally block); the pause waits "
+            "until the handler ends",
+            frame,
+        )
+    chain: list[FrameType] = []
+    f: FrameType | None = frame
+    while f is not None:
+        code = f.f_code
+        if not ctx.user_code.is_user_code(code):
+            return _position_problem(
+                code.co_qualname,
+                "library code",
+                f"library code ({os.path.basename(code.co_filename)}) is running between the "
+                "script's frames; the pause waits until it returns",
+                f,
+            )
+        if code.co_flags & _NOT_CARRIED_FLAGS:
+            return _position_problem(
+                code.co_qualname,
+                "generator",
+                "a generator or coroutine is partway through; the pause waits until it is left",
+                f,
+            )
+        if code.co_name in _COMPREHENSIONS:
+            return _position_problem(
+                code.co_qualname,
+                "comprehension",
+                "a comprehension is partway through; the pause waits until it ends",
+                f,
+            )
+        if not chain:
+            info = ctx.resumed_info(code)
+            if info is not None and f.f_lasti < info.prologue:
+                return _position_problem(
+                    code.co_qualname, "resuming frame", "the frame is still being restored", f
+                )
+        chain.append(f)
+        if ctx.is_entry(f):
+            return chain
+        caller = f.f_back
+        if caller is None:
+            return _position_problem(
+                code.co_qualname,
+                "detached frame",
+                "the frame is not running under the script's entry frame",
+                f,
+            )
+        if not _frames.direct_caller(f, caller):
+            return _position_problem(
+                code.co_qualname,
+                "call through C",
+                f"{code.co_qualname} was called through C code (a builtin, a class body, a "
+                "dunder or a library callback); the pause waits until it returns",
+                f,
+            )
+        f = caller
+    raise AssertionError("unreachable")
+
+
+def _record(
+    frame: FrameType, innermost: bool, ctx: CaptureContext, namespaces: Mapping[int, str]
+) -> FrameRecord:
+    code = frame.f_code
+    slots, stack = _frames.read_slots_and_stack(frame)
+    info = ctx.resumed_info(code)
+    if innermost:
+        resume_at, call_at = frame.f_lasti, None
+    else:
+        resume_at, call_at = _frames.continuation_offset(frame, innermost=False), frame.f_lasti
+    if info is not None:
+        code = info.original
+        if resume_at < info.prologue:  # still waiting on its prologue's call
+            resume_at, call_at = info.resume_at, info.call_at
+        else:
+            resume_at -= info.prologue
+            call_at = None if call_at is None else call_at - info.prologue
+    return FrameRecord(
+        code=code,
+        namespace=namespaces[id(frame.f_globals)],
+        slots=slots,
+        stack=stack,
+        resume_at=resume_at,
+        call_at=call_at,
+        module_level=not code.co_flags & inspect.CO_OPTIMIZED,
+    )
+
+
+def _namespace_contents(namespace: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in namespace.items() if k not in _SKIPPED_GLOBALS}
+
+
+@contextmanager
+def _user_classes_by_value(modules: Sequence[types.ModuleType]) -> Iterator[None]:
+    """Classes of user modules are pickled by value (cloudpickle's registry), only meanwhile."""
+    added = []
+    for module in modules:
+        if not cloudpickle.cloudpickle._is_registered_pickle_by_value(module):
+            cloudpickle.register_pickle_by_value(module)
+            added.append(module)
+    try:
+        yield
+    finally:
+        for module in added:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+class SnapshotResult(NamedTuple):
+    image: CheckpointImage | None
+    problems: list[Problem]
+    pickle_size: int
+
+
+def take_snapshot(
+    frame: FrameType,
+    chain: Sequence[FrameType],
+    ctx: CaptureContext,
+    *,
+    keep: bool = True,
+    requested_time: float = 0.0,
+    history: Sequence[Problem] = (),
+) -> SnapshotResult:
+    """Serialize the program's state with ``frame`` paused, or say what cannot be carried.
+
+    :param chain: from :func:`check_position`, innermost first.
+    :param keep: false walks and pickles everything but keeps no bytes (a probe).
+    :param history: problems that deferred this pause before, for the header.
+    """
+    safe_point_time = time.time()
+    user_modules = ctx.user_code.user_modules()
+    namespaces = {id(ctx.main_namespace): "__main__"}
+    namespaces.update({id(m.__dict__): name for name, m in user_modules})
+    modules = [ModuleRecord("__main__", _namespace_contents(ctx.main_namespace))]
+    modules += [ModuleRecord(name, _namespace_contents(m.__dict__)) for name, m in user_modules]
+    for f in chain:
+        if id(f.f_globals) not in namespaces:
+            problem = _position_problem(
+                f.f_code.co_qualname,
+                "foreign globals",
+                "the function runs with globals that are no module's namespace (exec with a "
+                "dict of its own); the pause waits until it returns",
+                f,
+            )
+            return SnapshotResult(None, [problem], 0)
+    records = [_record(f, i == 0, ctx, namespaces) for i, f in enumerate(chain)]
+    records.reverse()
+    extensions = [
+        (ext.name, ext.capture())
+        for ext in ctx.extensions
+        if all(m in sys.modules for m in getattr(ext, "modules", ()))
+    ]
+    snapshot = Snapshot(modules=modules, frames=records, extensions=extensions)
+    reducers = resolve_reducers(ctx.reducers)
+    with _user_classes_by_value([m for _, m in user_modules]):
+        try:
+            data, buffers, size = dumps(
+                snapshot, namespaces=namespaces, reducers=reducers, keep=keep
+            )
+        except Exception as exc:
+            problems = diagnose(snapshot, chain, namespaces, reducers, exc)
+            return SnapshotResult(None, problems, 0)
+    if not keep:
+        return SnapshotResult(None, [], size)
+    header = Header(
+        interpreter=InterpreterInfo.current(),
+        script=os.path.abspath(ctx.user_code.script),
+        argv=list(sys.argv),
+        cwd=os.getcwd(),
+        created=time.time(),
+        paused_at=where(frame),
+        safe_point_time=safe_point_time,
+        requested_time=requested_time,
+        imports=_imports_to_replay(namespaces),
+        user_modules=[
+            ModuleRef(name=name, file=getattr(m, "__file__", None)) for name, m in user_modules
+        ],
+        problems=[ProblemRecord(**p.to_dict()) for p in history],
+    )
+    return SnapshotResult(CheckpointImage(header=header, pickle=data, buffers=buffers), [], size)
+
+
+def _imports_to_replay(namespaces: Mapping[int, str]) -> list[str]:
+    """Installed modules the program has loaded, in load order: the resumed process imports them
+    again before loading the state (a pickled module is only a name; its submodules must be
+    there too)."""
+    user = set(namespaces.values())
+    names = []
+    for name, module in list(sys.modules.items()):
+        if name in user or name == "__main__" or name.startswith("portal."):
+            continue
+        if isinstance(module, types.ModuleType):
+            names.append(name)
+    return names
+
+
+def diagnose(
+    snapshot: Snapshot,
+    chain: Sequence[FrameType],
+    namespaces: Mapping[int, str],
+    reducers: Mapping[type, Reducer],
+    error: BaseException,
+    *,
+    budget: int = 2000,
+) -> list[Problem]:
+    """Name each value of ``snapshot`` that cannot be pickled, as the script knows it.
+
+    Pickles each root (a global, a local, a stack entry) alone; for each that fails, descends
+    into its parts (``[key]``, ``[i]``, ``.attr``) while a part still fails, and reports the
+    deepest failing values. Runs only after a real pickle failed, so its cost is paid only then.
+    """
+    innermost_where = where(chain[0]) if chain else "?"
+    seen: set[int] = set()
+    problems: list[Problem] = []
+    remaining = [budget]
+
+    def fails(value: object) -> BaseException | None:
+        remaining[0] -= 1
+        return pickle_error(value, namespaces=namespaces, reducers=reducers)
+
+    def descend(value: object, path: str, err: BaseException, at: str, depth: int) -> None:
+        if id(value) in seen:
+            return
+        found = False
+        if depth < 12 and remaining[0] > 0:
+            for suffix, child in iter_children(value):
+                if remaining[0] <= 0:
+                    break
+                child_err = fails(child)
+                if child_err is not None:
+                    found = True
+                    descend(child, path + suffix, child_err, at, depth + 1)
+        if not found and id(value) not in seen:
+            seen.add(id(value))
+            problems.append(
+                Problem(
+                    name=path,
+                    type_name=describe_type(value),
+                    reason=f"{type(err).__name__}: {err}",
+                    where=at,
+                )
+            )
+
+    roots: list[tuple[str, object, str]] = []
+    frames_by_record = list(reversed(chain))  # outermost first, like snapshot.frames
+    for record, frame in reversed(list(zip(snapshot.frames, frames_by_record, strict=True))):
+        at = where(frame)
+        names = [record.code._varname_from_oparg(i) for i in range(len(record.slots))]  # type: ignore[attr-defined]
+        for name, value in zip(names, record.slots, strict=True):
+            if value is NULL:
+                continue
+            if isinstance(value, types.CellType):
+                try:
+                    value = value.cell_contents
+                except ValueError:
+                    continue
+            roots.append((name, value, at))
+        for i, value in enumerate(record.stack):
+            if value is not NULL:
+                roots.append((f"<value stack [{i}] of {record.code.co_name}>", value, at))
+    for module in snapshot.modules:
+        prefix = "" if module.name == "__main__" else f"{module.name}."
+        for name, value in module.contents.items():
+            roots.append((prefix + name, value, innermost_where))
+    for name, state in snapshot.extensions:
+        roots.append((f"<capture extension {name}>", state, innermost_where))
+
+    for name, value, at in roots:
+        if remaining[0] <= 0:
+            break
+        err = fails(value)
+        if err is not None:
+            descend(value, name, err, at, 0)
+    if not problems:  # the failure is in how the parts combine (or the budget ran out)
+        problems.append(
+            Problem(
+                name="<state>",
+                type_name="checkpoint",
+                reason=f"{type(error).__name__}: {error}",
+                where=innermost_where,
+            )
+        )
+    return problems

@@ -1,0 +1,69 @@
+"""Which code is the user's own: the script and the modules under its directory.
+
+Only the user's code has safe points, and only user modules travel by value; everything else is
+an installed library, which the new machine installs and imports again. A virtual environment or
+Portal's own sources that happen to sit under the script's directory still count as libraries.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import types
+from types import CodeType
+
+__all__ = ["UserCode"]
+
+_LIBRARY_DIRS = ("site-packages", "dist-packages")
+
+
+def _portal_root() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))  # .../portal/capture
+    return os.path.realpath(os.path.dirname(here)) + os.sep  # .../portal/
+
+
+class UserCode:
+    """Classifies code objects and modules as the user's own (cached by file name)."""
+
+    def __init__(self, script: str) -> None:
+        self.script = os.path.abspath(script)
+        self.root = os.path.realpath(os.path.dirname(self.script)) + os.sep
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        prefixes.update(p for p in sysconfig.get_paths().values() if p)
+        self._excluded = tuple(
+            sorted({os.path.realpath(p) + os.sep for p in prefixes} | {_portal_root()})
+        )
+        self._files: dict[str, bool] = {}
+
+    def is_user_file(self, filename: str | None) -> bool:
+        if not filename:
+            return False
+        known = self._files.get(filename)
+        if known is not None:
+            return known
+        result = False
+        if not filename.startswith("<"):
+            real = os.path.realpath(filename)
+            result = (
+                real.startswith(self.root)
+                and not any(
+                    real.startswith(p) for p in self._excluded if not self.root.startswith(p)
+                )
+                and not any(part in _LIBRARY_DIRS for part in real[len(self.root) :].split(os.sep))
+            )
+        self._files[filename] = result
+        return result
+
+    def is_user_code(self, code: CodeType) -> bool:
+        return self.is_user_file(code.co_filename)
+
+    def user_modules(self) -> list[tuple[str, types.ModuleType]]:
+        """Loaded user modules (not ``__main__``), in load order."""
+        found = []
+        for name, module in list(sys.modules.items()):
+            if name == "__main__" or not isinstance(module, types.ModuleType):
+                continue
+            if self.is_user_file(getattr(module, "__file__", None)):
+                found.append((name, module))
+        return found

@@ -1,0 +1,79 @@
+"""``python -m portal.runtime``: run a script pausable, or resume a paused one.
+
+    python -m portal.runtime run [--checkpoint PATH] [--control SOCKET] SCRIPT [ARGS...]
+    python -m portal.runtime resume [--checkpoint PATH] [--control SOCKET] CHECKPOINT
+
+Exit status: the script's own (0, 1 for an uncaught exception, ``sys.exit(n)``), 75 when it was
+paused and its checkpoint written, 65 when Portal refuses (an incompatible interpreter or
+checkpoint; the message names the error's code and the way out), 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from portal.capture.engine import EXIT_PAUSED
+from portal.core.errors import PortalError
+from portal.runtime.control import CONTROL_ENV
+from portal.runtime.launcher import EXIT_REFUSED, resume_script, run_script
+
+CHECKPOINT_ENV = "PORTAL_RUNTIME_CHECKPOINT"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m portal.runtime",
+        description="Run a Python script that Portal can pause at a safe point and resume in a "
+        f"new process (a paused script exits with {EXIT_PAUSED}).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--control",
+        metavar="SOCKET",
+        default=os.environ.get(CONTROL_ENV),
+        help=f"Unix socket to listen on for the node's pause requests (env {CONTROL_ENV})",
+    )
+    run = commands.add_parser("run", parents=[common], help="run SCRIPT with Portal armed")
+    run.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        default=os.environ.get(CHECKPOINT_ENV),
+        help=f"where a pause writes the checkpoint (env {CHECKPOINT_ENV}; "
+        "default: SCRIPT's name with .portal, in the current directory)",
+    )
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
+    resume = commands.add_parser(
+        "resume", parents=[common], help="continue a paused script from its checkpoint"
+    )
+    resume.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        default=None,
+        help="where the next pause writes its checkpoint (default: CHECKPOINT itself)",
+    )
+    resume.add_argument("path", metavar="CHECKPOINT")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    try:
+        if options.command == "run":
+            checkpoint = options.checkpoint or (
+                os.path.splitext(os.path.basename(options.script))[0] + ".portal"
+            )
+            return run_script(
+                options.script, options.args, checkpoint=checkpoint, control=options.control
+            )
+        return resume_script(options.path, checkpoint=options.checkpoint, control=options.control)
+    except PortalError as exc:
+        print(f"portal: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

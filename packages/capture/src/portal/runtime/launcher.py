@@ -1,0 +1,168 @@
+"""Running and resuming a script as ``python SCRIPT`` would, with Portal armed.
+
+The script sees a normal environment: ``__name__ == "__main__"``, ``__file__``, ``sys.argv`` as
+``[SCRIPT, ARGS...]`` and ``sys.path[0]`` its directory. Its exceptions print a traceback that
+starts at the script (the runtime's frames are left out) and exit with 1; ``sys.exit(n)`` exits
+with ``n``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import sys
+import traceback
+import types
+from collections.abc import Callable
+from importlib.machinery import SourceFileLoader
+from types import CodeType
+from typing import Any, Final
+
+from portal.capture import _plugins
+from portal.capture.engine import Engine, Event
+from portal.capture.image import check_interpreter, check_resumable_here, read_image
+from portal.capture.probe import set_active_context
+from portal.capture.resume import RESUMED_CODE, restore
+from portal.capture.snapshot import CaptureContext
+from portal.capture.usercode import UserCode
+from portal.core.errors import InvalidArgumentError
+from portal.runtime._rt import rt
+from portal.runtime.control import CONTROL_ENV, ControlChannel
+
+__all__ = ["EXIT_REFUSED", "GRACE_ENV", "resume_script", "run_script"]
+
+#: Exit status when Portal refuses to run or resume (the message names the error's code).
+EXIT_REFUSED: Final = 65
+GRACE_ENV: Final = "PORTAL_RUNTIME_SIGTERM_GRACE_S"
+
+
+def _main_module(script: str) -> types.ModuleType:
+    main = types.ModuleType("__main__")
+    main.__file__ = script
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    main.__loader__ = SourceFileLoader("__main__", script)
+    main.__cached__ = None  # type: ignore[attr-defined]
+    main.__spec__ = None
+    main.__package__ = None
+    sys.modules["__main__"] = main
+    return main
+
+
+def _arm(context: CaptureContext, checkpoint: str, control: str | None) -> Engine:
+    try:
+        channel = ControlChannel(control) if control else None
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"cannot listen on the control socket {control!r}: {exc.strerror or exc}. Give "
+            "--control (or PORTAL_RUNTIME_CONTROL) a path in an existing, writable directory, "
+            "at most 107 bytes long"
+        ) from exc
+
+    def notify(event: Event) -> None:
+        if channel is not None:
+            channel.send(event)
+
+    grace = float(os.environ.get(GRACE_ENV, "30"))
+    engine = Engine(
+        context,
+        checkpoint_path=os.path.abspath(checkpoint),
+        notify=notify,
+        sigterm_grace=grace,
+        before_exit=channel.close if channel else (lambda: None),
+    )
+    engine.arm()
+    rt._attach(engine)
+    set_active_context(context)
+    if channel is not None:
+        channel.start(engine)
+        _closers.append(channel.close)
+    return engine
+
+
+_closers: list[Callable[[], None]] = []  # runtime singleton: what to close when the script ends
+
+
+def _finish(engine: Engine) -> None:
+    engine.finish()
+    while _closers:
+        _closers.pop()()
+
+
+def _execute(code: CodeType, namespace: dict[str, Any]) -> int:
+    try:
+        exec(code, namespace)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_globals is not namespace:
+            tb = tb.tb_next  # the runtime's own frames: python SCRIPT would not show them
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        return 1
+    return 0
+
+
+def run_script(script: str, args: list[str], *, checkpoint: str, control: str | None = None) -> int:
+    """Run ``script`` with ``args`` as ``python script args`` would, pausable."""
+    check_interpreter()
+    path = os.path.abspath(script)
+    try:
+        with open(path, "rb") as fh:
+            source = fh.read()
+    except OSError as exc:
+        print(f"portal: can't open file {script!r}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        traceback.print_exception(type(exc), exc, None)
+        return 1
+    main = _main_module(path)
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(path)
+    context = CaptureContext(
+        user_code=UserCode(path),
+        main_namespace=main.__dict__,
+        entry_code=code,
+        reducers=_plugins.load_reducers(),
+        extensions=_plugins.load_capture_extensions(),
+        resumed=RESUMED_CODE,
+    )
+    engine = _arm(context, checkpoint, control or os.environ.get(CONTROL_ENV))
+    try:
+        return _execute(code, main.__dict__)
+    finally:
+        _finish(engine)
+
+
+def resume_script(
+    checkpoint_in: str, *, checkpoint: str | None = None, control: str | None = None
+) -> int:
+    """Continue the program saved in ``checkpoint_in`` from the statement after its pause."""
+    check_interpreter()
+    image = read_image(checkpoint_in)
+    check_resumable_here(image.header, checkpoint_in)
+    header = image.header
+    sys.argv = list(header.argv)
+    sys.path[0] = os.path.dirname(header.script)
+    if os.path.isdir(header.cwd):
+        os.chdir(header.cwd)
+    main = _main_module(header.script)
+    extensions = _plugins.load_capture_extensions()
+    restored = restore(image, main, extensions=extensions)
+    del image  # its buffers now belong to the restored objects
+    context = CaptureContext(
+        user_code=UserCode(header.script),
+        main_namespace=restored.main_namespace,
+        entry_code=restored.module_code,
+        reducers=_plugins.load_reducers(),
+        extensions=extensions,
+        resumed=RESUMED_CODE,
+    )
+    engine = _arm(context, checkpoint or checkpoint_in, control or os.environ.get(CONTROL_ENV))
+    try:
+        return _execute(restored.module_code, restored.main_namespace)
+    finally:
+        _finish(engine)

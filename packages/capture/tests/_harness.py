@@ -1,0 +1,170 @@
+"""Real-process helpers for the capture tests: run, pause, resume, compare."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CORPUS = Path(__file__).parent / "corpus"
+EXIT_PAUSED = 75
+EXIT_REFUSED = 65
+
+
+def runtime(*args: str) -> list[str]:
+    return [sys.executable, "-m", "portal.runtime", *args]
+
+
+def short_dir() -> str:
+    """A short directory for Unix sockets (their paths are limited to ~107 bytes)."""
+    return tempfile.mkdtemp(prefix="pc", dir="/tmp")
+
+
+class Control:
+    """A client of a runtime's control socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.file = sock.makefile("rb")
+        self.hello = self.next_event()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(message).encode() + b"\n")
+
+    def pause(self, within: float = 10.0) -> None:
+        self.send({"op": "pause", "deadline": time.time() + within})
+
+    def cancel(self) -> None:
+        self.send({"op": "cancel"})
+
+    def next_event(self, timeout: float = 30.0) -> dict[str, Any]:
+        self.sock.settimeout(timeout)
+        line = self.file.readline()
+        if not line:
+            raise EOFError("control channel closed")
+        return json.loads(line)
+
+    def events_until(self, kinds: set[str], timeout: float = 30.0) -> list[dict[str, Any]]:
+        """Events up to and including the first whose kind is in ``kinds``."""
+        seen = []
+        end = time.monotonic() + timeout
+        while True:
+            event = self.next_event(max(0.1, end - time.monotonic()))
+            seen.append(event)
+            if event["event"] in kinds:
+                return seen
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+            self.sock.close()
+
+
+def connect(proc: subprocess.Popen[bytes], path: str, timeout: float = 20.0) -> Control | None:
+    """Wait until the runtime listens (it is armed then); None if it ended first."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return None
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError):
+            s.close()
+            time.sleep(0.005)
+            continue
+        try:
+            return Control(s)
+        except (EOFError, OSError):
+            s.close()
+            return None
+    raise TimeoutError(f"runtime did not open {path} within {timeout}s")
+
+
+@dataclass
+class Segment:
+    rc: int
+    stdout: bytes
+    stderr: bytes
+    how: str
+
+
+@dataclass
+class Chain:
+    segments: list[Segment] = field(default_factory=list)
+
+    @property
+    def stdout(self) -> bytes:
+        return b"".join(s.stdout for s in self.segments)
+
+    @property
+    def stderr(self) -> bytes:
+        return b"".join(s.stderr for s in self.segments)
+
+    @property
+    def pauses(self) -> int:
+        return sum(s.rc == EXIT_PAUSED for s in self.segments)
+
+
+def plain_run(
+    script: Path, *args: str, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        cwd=cwd or script.parent,
+        timeout=120,
+        check=False,
+    )
+
+
+def run_chain(
+    script: Path,
+    rng: random.Random,
+    *,
+    args: tuple[str, ...] = (),
+    max_pauses: int = 4,
+    max_delay: float = 0.35,
+    cwd: Path | None = None,
+) -> Chain:
+    """Run ``script`` under the runtime and pause it at random moments (SIGTERM or a node
+    request, at random), resuming each time in a new process, until it ends."""
+    work = short_dir()
+    ckpt = os.path.join(work, "ck.portal")
+    sock = os.path.join(work, "ctl.sock")
+    chain = Chain()
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
+    for attempt in range(max_pauses + 1):
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd or script.parent
+        )
+        control = connect(proc, sock)
+        how = "none"
+        if control is not None and attempt < max_pauses:
+            time.sleep(rng.uniform(0, max_delay))
+            if rng.random() < 0.5:
+                how = "sigterm"
+                with contextlib.suppress(ProcessLookupError):
+                    proc.send_signal(signal.SIGTERM)
+            else:
+                how = "node"
+                with contextlib.suppress(OSError):
+                    control.pause()
+        out, err = proc.communicate(timeout=120)
+        if control is not None:
+            control.close()
+        chain.segments.append(Segment(proc.returncode, out, err, how))
+        if proc.returncode != EXIT_PAUSED:
+            break
+        cmd = runtime("resume", "--control", sock, ckpt)
+    return chain

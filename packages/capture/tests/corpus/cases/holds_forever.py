@@ -1,0 +1,16 @@
+"""Holds a file for a while: a node's pause is deferred, then abandoned at its deadline."""
+import sys
+import time
+
+fh = open(__file__)
+print("holding", flush=True)
+for i in range(int(sys.argv[1])):
+    time.sleep(0.01)
+fh.close()
+fh = None
+if sys.version_info >= (3, 12):
+    off = all(sys.monitoring.get_events(t) == 0 for t in range(6))
+else:
+    off = sys.gettrace() is None
+print("line events off:", off)
+print("end")

@@ -1,0 +1,223 @@
+"""What a checkpoint cannot carry defers the pause (and is recorded); positions that cannot be
+carried defer it until the program is back on a safe chain. Real processes throughout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _harness import EXIT_PAUSED, connect, plain_run, runtime, short_dir
+
+from portal.capture.image import Header, read_image
+
+
+def _pause_and_resume(script: Path, *args: str) -> tuple[Header, bytes, bytes]:
+    """Run ``script`` (it pauses itself under Portal), resume it; return the checkpoint header
+    and the combined stdout and stderr."""
+    ckpt = script.with_suffix(".portal")
+    first = subprocess.run(
+        runtime("run", "--checkpoint", str(ckpt), str(script), *args),
+        capture_output=True,
+        cwd=script.parent,
+        timeout=60,
+        check=False,
+    )
+    assert first.returncode == EXIT_PAUSED, first.stderr.decode()
+    header = read_image(ckpt).header
+    second = subprocess.run(
+        runtime("resume", str(ckpt)),
+        capture_output=True,
+        cwd=script.parent,
+        timeout=60,
+        check=False,
+    )
+    return header, first.stdout + second.stdout, first.stderr + second.stderr
+
+
+def _line_of(script: Path, text: str) -> int:
+    lines = script.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _assert_same_as_plain(script: Path, out: bytes, err: bytes) -> None:
+    plain = plain_run(script)
+    assert out == plain.stdout
+    assert err == plain.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "type_name", "reason", "released_at"),
+    [
+        (
+            "held_file.py",
+            "fh",
+            "_io.TextIOWrapper",
+            "TypeError: cannot pickle '_io.TextIOWrapper' object",
+            'print("released")',
+        ),
+        (
+            "held_socket.py",
+            "self.conn",
+            "socket.socket",
+            "TypeError: cannot pickle 'socket' object",
+            'print("closed")',
+        ),
+        (
+            "held_thread.py",
+            "state['worker']",
+            "threading.Thread",
+            "TypeError: cannot pickle 'Thread' object",
+            'print("joined")',
+        ),
+    ],
+)
+def test_held_resource_defers_the_pause_and_is_recorded(
+    scripts: Path, name: str, value: str, type_name: str, reason: str, released_at: str
+) -> None:
+    script = scripts / name
+    header, out, err = _pause_and_resume(script)
+    problems = [(p.name, p.type_name, p.reason, p.kind) for p in header.problems]
+    assert any(
+        p[0] == value and p[1] == type_name and p[2].startswith(reason) and p[3] == "value"
+        for p in problems
+    ), problems
+    found = next(p for p in header.problems if p.name == value)
+    assert found.where.startswith(f"{name}:")
+    # The pause came only once the resource was let go.
+    paused_line = int(header.paused_at.split(":")[1].split()[0])
+    assert paused_line >= _line_of(script, released_at), header.paused_at
+    _assert_same_as_plain(script, out, err)
+
+
+@pytest.mark.parametrize(
+    ("name", "type_name", "continues_at"),
+    [
+        ("in_handler.py", "exception handler", 'print("handled")'),
+        ("in_generator.py", "generator", 'print("total", total)'),
+        ("in_callback.py", "call through C", 'print("sorted"'),
+    ],
+)
+def test_unsafe_position_defers_until_back_on_a_safe_chain(
+    scripts: Path, name: str, type_name: str, continues_at: str
+) -> None:
+    script = scripts / name
+    header, out, err = _pause_and_resume(script)
+    kinds = {(p.kind, p.type_name) for p in header.problems}
+    assert ("position", type_name) in kinds, header.problems
+    paused_line = int(header.paused_at.split(":")[1].split()[0])
+    assert paused_line >= _line_of(script, continues_at), header.paused_at
+    _assert_same_as_plain(script, out, err)
+
+
+def test_generator_on_the_stack_is_named(scripts: Path) -> None:
+    header, _, _ = _pause_and_resume(scripts / "in_generator.py")
+    assert any(
+        p.type_name == "generator" and "cannot pickle 'generator' object" in p.reason
+        for p in header.problems
+    ), header.problems
+
+
+def test_script_releases_a_child_process_when_a_pause_is_pending(scripts: Path) -> None:
+    script = scripts / "child_process.py"
+    work = short_dir()
+    sock, ckpt = f"{work}/c.sock", f"{work}/ck.portal"
+    proc = subprocess.Popen(
+        runtime("run", "--checkpoint", ckpt, "--control", sock, str(script)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=scripts,
+    )
+    control = connect(proc, sock)
+    assert control is not None and proc.stdout is not None
+    assert proc.stdout.readline() == b"started child\n"
+    control.pause(within=20)
+    events = control.events_until({"paused", "abandoned", "failed"})
+    control.close()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_PAUSED, (events, err.decode())
+    assert events[-1]["event"] == "paused"
+    assert b"stopped child for the pause" in out
+    resumed = subprocess.run(
+        runtime("resume", ckpt), capture_output=True, cwd=scripts, timeout=60, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert resumed.stdout == b"continuing\nend\n"
+
+
+def test_node_pause_is_deferred_then_abandoned_at_its_deadline(scripts: Path) -> None:
+    script = scripts / "holds_forever.py"
+    work = short_dir()
+    sock, ckpt = f"{work}/c.sock", f"{work}/ck.portal"
+    proc = subprocess.Popen(
+        runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), "80"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=scripts,
+    )
+    control = connect(proc, sock)
+    assert control is not None and control.hello["pending"] is False
+    assert proc.stdout is not None and proc.stdout.readline() == b"holding\n"
+    control.pause(within=0.3)
+    events = control.events_until({"abandoned", "paused"})
+    control.close()
+    out, err = proc.communicate(timeout=60)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "pending" and "deferred" in kinds and kinds[-1] == "abandoned", events
+    assert events[-1]["reason"] == "deadline"
+    deferred = next(e for e in events if e["event"] == "deferred")
+    assert {"name": "fh", "type_name": "_io.TextIOWrapper"}.items() <= deferred["problems"][
+        0
+    ].items()
+    assert proc.returncode == 0, err.decode()
+    assert out == b"line events off: True\nend\n"  # after "holding", read above
+    assert not Path(ckpt).exists()
+
+
+def test_node_can_cancel_a_pending_pause(scripts: Path) -> None:
+    script = scripts / "holds_forever.py"
+    work = short_dir()
+    sock, ckpt = f"{work}/c.sock", f"{work}/ck.portal"
+    proc = subprocess.Popen(
+        runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), "60"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=scripts,
+    )
+    control = connect(proc, sock)
+    assert control is not None
+    assert proc.stdout is not None and proc.stdout.readline() == b"holding\n"
+    control.pause(within=60)
+    control.events_until({"deferred"})
+    control.cancel()
+    events = control.events_until({"abandoned"})
+    control.close()
+    out, err = proc.communicate(timeout=60)
+    assert events[-1]["reason"] == "cancelled"
+    assert proc.returncode == 0, err.decode()
+    assert out == b"line events off: True\nend\n"  # after "holding", read above
+
+
+def test_probe_names_values_as_the_script_knows_them(scripts: Path) -> None:
+    import json
+
+    for cmd in (
+        runtime("run", str(scripts / "probe_me.py")),
+        [sys.executable, str(scripts / "probe_me.py")],
+    ):
+        done = subprocess.run(cmd, capture_output=True, cwd=scripts, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        first, second = done.stdout.decode().splitlines()
+        problems = json.loads(first)
+        line = _line_of(scripts / "probe_me.py", "problems = probe()")
+        assert [
+            "digest",
+            "_hashlib.HASH",
+            "TypeError: cannot pickle '_hashlib.HASH' object",
+            f"probe_me.py:{line} in check",
+        ] in problems
+        assert any(p[0] == "fh" and p[1] == "_io.TextIOWrapper" for p in problems)
+        assert any(p[0] == "state['fh']" for p in problems) or any(p[0] == "fh" for p in problems)
+        assert json.loads(second) == []
+        assert not list(scripts.glob("*.portal"))

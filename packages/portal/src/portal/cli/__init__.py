@@ -1,0 +1,1 @@
+"""``portal``: the command line."""

@@ -1,0 +1,460 @@
+"""``portal``: run, notice, status, wait, logs, explain, resume, jobs, cancel.
+
+Attached ``run``/``resume`` pass the program's stdout to stdout and its stderr to stderr,
+unchanged; Portal's own notes go to stderr only, prefixed ``portal:``. Exit status: the
+script's own; 75 when the job was suspended (resume it later); 64 for a usage error Portal
+explains; 69 when Portal itself failed (its error code is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from portal.control import wording
+from portal.control.liveness import reconcile
+from portal.control.plane import ControlPlane
+from portal.core.builtin.local_notices import deliver_notice
+from portal.core.domain import AttemptState, Job, JobState
+from portal.core.errors import InvalidArgumentError, PortalError
+
+__all__ = ["main"]
+
+EXIT_SUSPENDED = 75
+EXIT_USAGE = 64
+EXIT_PORTAL = 69
+
+
+def note(text: str) -> None:
+    print(f"portal: {text}", file=sys.stderr, flush=True)
+
+
+class Cli:
+    def __init__(self) -> None:
+        self.plane = ControlPlane()
+        self._store: Any = None
+
+    @property
+    def store(self) -> Any:
+        if self._store is None:
+            from portal.storage import CheckpointStore, resolve_key_store
+
+            self._store = CheckpointStore(
+                self.plane.settings.storage_url, resolve_key_store(str(self.plane.home))
+            )
+        return self._store
+
+    def job(self, ref: str) -> Job:
+        job = self.plane.job(ref)
+        latest = None
+        if job.state in (JobState.RUNNING, JobState.PAUSING):
+            latest = self.store.latest_complete(job.id)
+        return reconcile(self.plane, job, latest)
+
+    # --- starting attempts ----------------------------------------------------------------------
+
+    def _spawn_node(self, job: Job, *, resume_from: str | None) -> int:
+        attempt = self.plane.store.start_attempt(
+            job.id, machine="local", at=self.plane.clock.now(), resumed_from=resume_from
+        )
+        directory = self.plane.paths(job.id).attempt(attempt.number)
+        directory.mkdir(parents=True, exist_ok=True)
+        for name in ("stdout", "stderr"):
+            (directory / name).touch()
+        command = [sys.executable, "-m", "portal.node", job.id, str(attempt.number)]
+        if resume_from:
+            command += ["--resume", resume_from]
+        env = dict(os.environ)
+        env["PORTAL_HOME"] = str(self.plane.home)
+        with (directory / "node.log").open("ab") as log:
+            subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,
+                cwd=job.workdir,
+            )
+        return attempt.number
+
+    def run(self, options: argparse.Namespace) -> int:
+        script = Path(options.script)
+        if not script.is_file():
+            raise InvalidArgumentError(
+                f"script {options.script!r} not found in {Path.cwd()}: give the path of a Python "
+                "file, e.g. `portal run train.py`"
+            )
+        job = self.plane.create_job(
+            script=options.script, args=options.args, workdir=Path.cwd(), name=options.name
+        )
+        self.store.create_job_key(job.id)
+        attempt = self._spawn_node(job, resume_from=None)
+        if options.detach:
+            print(job.id, flush=True)
+            return 0
+        note(f"job {job.id} started" + (f" ({job.name})" if job.name else ""))
+        return self.follow(job, attempt)
+
+    def resume(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        if options.gpu or options.on:
+            what = f"--gpu {options.gpu}" if options.gpu else f"--on {options.on}"
+            raise InvalidArgumentError(
+                f"{what}: this Portal places jobs on this machine only (local, no GPU offers "
+                "installed); placing on another machine needs a cloud provider's offers. Resume "
+                f"here with `portal resume {options.job}`"
+            )
+        if job.state is not JobState.SUSPENDED:
+            raise InvalidArgumentError(
+                f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
+                "(`portal status` shows its state)"
+            )
+        ref = self.store.latest_complete(job.id)
+        if ref is None:
+            raise InvalidArgumentError(
+                f"job {job.id} has no complete checkpoint to resume from; `portal status "
+                f"{options.job}` lists what it has"
+            )
+        if options.plan:
+            for line in self._plan_lines(job, ref, no_spot=options.no_spot):
+                print(line)
+            return 0
+        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
+        self.plane.record(
+            job.id,
+            "resuming",
+            f"resuming from checkpoint {ref.checkpoint_id} on this machine (local, on-demand)",
+            checkpoint=ref.checkpoint_id,
+        )
+        attempt = self._spawn_node(job, resume_from=ref.checkpoint_id)
+        if options.detach:
+            print(job.id, flush=True)
+            return 0
+        note(f"job {job.id} resuming from checkpoint {ref.checkpoint_id}")
+        return self.follow(job, attempt)
+
+    def _plan_lines(self, job: Job, ref: Any, *, no_spot: bool) -> list[str]:
+        return [
+            f"D1 resume job {job.id}" + (" --no-spot" if no_spot else ""),
+            f"D2 state: {wording.size(ref.size_bytes)}, its checkpoint as stored "
+            f"({ref.checkpoint_id})",
+            "D3 offers considered: this machine (local, on-demand); no cloud offers installed",
+            "D8 would resume on this machine (local, on-demand: no notice to fit)",
+        ]
+
+    # --- following output -----------------------------------------------------------------------
+
+    def follow(self, job: Job, attempt: int) -> int:
+        """Copy the attempt's output to ours until it ends; exit as the script did."""
+        paths = self.plane.paths(job.id)
+        out, err = _Tail(paths.stdout(attempt)), _Tail(paths.stderr(attempt))
+        seen_events = max((seq for seq, _ in self.plane.store.events(job.id)), default=0)
+        while True:
+            job = self.job(job.id)
+            current = self.plane.store.attempts(job.id)[attempt - 1]
+            ended = current.state is not AttemptState.RUNNING
+            out.copy(sys.stdout)
+            err.copy(sys.stderr)
+            for seq, event in self.plane.store.events(job.id, after=seen_events):
+                seen_events = seq
+                if event.kind in _NOTED:
+                    note(event.message)
+            if ended:
+                break
+            time.sleep(0.05)
+        out.copy(sys.stdout)
+        err.copy(sys.stderr)
+        if current.state is AttemptState.SUSPENDED:
+            note(f"job {job.id} is suspended; resume it with `{wording.resume_hint(job)}`")
+            return EXIT_SUSPENDED
+        if current.state is AttemptState.LOST:
+            return EXIT_SUSPENDED if job.state is JobState.SUSPENDED else EXIT_PORTAL
+        return current.exit_code if current.exit_code is not None else EXIT_PORTAL
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def notice(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        if job.state not in (JobState.RUNNING, JobState.PAUSING):
+            raise InvalidArgumentError(
+                f"job {job.id} is {job.state}: a notice goes to a running job's machine"
+            )
+        seconds = (
+            options.seconds if options.seconds is not None else self.plane.settings.notice_default_s
+        )
+        notice = deliver_notice(self.plane.paths(job.id).notices, seconds=seconds)
+        note(f"notice {notice.id} delivered to job {job.id}'s machine: it goes in {seconds:g} s")
+        return 0
+
+    def status_data(self, job: Job) -> dict[str, Any]:
+        attempts = self.plane.store.attempts(job.id)
+        latest = self.store.latest_complete(job.id)
+        heard = self.plane.store.last_heard(job.id)
+        return {
+            "job": job.id,
+            "name": job.name,
+            "state": str(job.state),
+            "script": job.script,
+            "args": list(job.args),
+            "workdir": job.workdir,
+            "attempts": [
+                {
+                    "number": a.number,
+                    "machine": a.machine,
+                    "state": str(a.state),
+                    "started_at": a.started_at,
+                    "ended_at": a.ended_at,
+                    "exit_code": a.exit_code,
+                    "resumed_from": a.resumed_from,
+                }
+                for a in attempts
+            ],
+            "last_checkpoint": None
+            if latest is None
+            else {
+                "id": latest.checkpoint_id,
+                "bytes": latest.size_bytes,
+                "created_at": latest.created_at,
+            },
+            "last_heard": heard,
+            "carry": None,
+        }
+
+    def status(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        data = self.status_data(job)
+        if options.json:
+            print(json.dumps(data, indent=2))
+            return 0
+        print(f"job       {job.id}" + (f" ({job.name})" if job.name else ""))
+        print(f"state     {job.state}")
+        print(f"script    {job.script} {' '.join(job.args)}".rstrip())
+        print(f"workdir   {job.workdir}")
+        print(f"attempts  {len(data['attempts'])}")
+        for a in data["attempts"]:
+            code = "" if a["exit_code"] is None else f", exit {a['exit_code']}"
+            print(f"  #{a['number']} {a['machine']}: {a['state']}{code}")
+        ckpt = data["last_checkpoint"]
+        if ckpt:
+            print(
+                f"checkpoint {ckpt['id']} ({wording.size(ckpt['bytes'])}, "
+                f"{wording.clock_time(ckpt['created_at'])})"
+            )
+        else:
+            print("checkpoint none complete")
+        print("carry     not checked yet (the checkpoint check is not part of this version)")
+        return 0
+
+    def wait(self, options: argparse.Namespace) -> int:
+        end = None if options.timeout is None else time.monotonic() + options.timeout
+        while True:
+            job = self.job(options.job)
+            if job.state not in (JobState.RUNNING, JobState.PAUSING):
+                print(job.state)
+                return 0
+            if end is not None and time.monotonic() >= end:
+                print(job.state)
+                note(f"job {job.id} is still {job.state} after {options.timeout:g} s")
+                return 1
+            time.sleep(0.1)
+
+    def logs(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        paths = self.plane.paths(job.id)
+        number = 1
+        while True:
+            attempts = self.plane.store.attempts(job.id)
+            if number > len(attempts):
+                if not options.follow or job.state.is_final or job.state is JobState.SUSPENDED:
+                    return 0
+                time.sleep(0.1)
+                job = self.job(job.id)
+                continue
+            out, err = _Tail(paths.stdout(number)), _Tail(paths.stderr(number))
+            while True:
+                running = (
+                    self.plane.store.attempts(job.id)[number - 1].state is AttemptState.RUNNING
+                )
+                out.copy(sys.stdout)
+                err.copy(sys.stderr)
+                if not (options.follow and running):
+                    break
+                time.sleep(0.1)
+                job = self.job(job.id)
+            out.copy(sys.stdout)
+            err.copy(sys.stderr)
+            number += 1
+
+    def explain(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        events = [e for _, e in self.plane.store.events(job.id)]
+        notices = [e for e in events if e.kind == "notice"]
+        print(f"job {job.id}: {len(notices)} notice(s)")
+        if not notices:
+            print("  no notice so far")
+        index = 0
+        for event in events:
+            if event.kind == "notice":
+                index += 1
+                print(f"notice {index} at {wording.clock_time(event.at)}: {event.message}")
+                print(
+                    f"  figures: provider {event.data.get('provider')}, source "
+                    f"{event.data.get('source')}, notice {event.data.get('notice_s', 0):.0f} s,"
+                    f" deadline {wording.clock_time(float(event.data.get('deadline', 0)))}"
+                )
+            elif index and event.kind in _EXPLAINED:
+                print(f"  {wording.clock_time(event.at)} {event.kind}: {event.message}")
+        return 0
+
+    def jobs(self, options: argparse.Namespace) -> int:
+        rows = [("JOB", "NAME", "STATE", "ATTEMPTS", "SCRIPT")]
+        for job in self.plane.store.list_jobs():
+            rows.append(
+                (
+                    job.id,
+                    job.name or "-",
+                    str(job.state),
+                    str(len(self.plane.store.attempts(job.id))),
+                    job.script,
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        return 0
+
+    def cancel(self, options: argparse.Namespace) -> int:
+        job = self.job(options.job)
+        if job.state.is_final:
+            note(f"job {job.id} is already {job.state}")
+            return 0
+        attempts = self.plane.store.attempts(job.id)
+        if attempts and attempts[-1].state is AttemptState.RUNNING:
+            pid_file = self.plane.paths(job.id).attempt(attempts[-1].number) / "node.pid"
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)  # its job dies with it
+            self.plane.store.end_attempt(
+                job.id,
+                attempts[-1].number,
+                state=AttemptState.FAILED,
+                at=self.plane.clock.now(),
+                exit_code=None,
+            )
+        self.plane.set_state(job.id, JobState.CANCELLED)
+        self.plane.record(job.id, "cancelled", "cancelled by the user; its checkpoints are kept")
+        note(f"job {job.id} cancelled (its checkpoints are kept)")
+        return 0
+
+
+_NOTED = {
+    "notice",
+    "pausing",
+    "deferred",
+    "pause-abandoned",
+    "uploaded",
+    "upload-failed",
+    "node-died",
+}
+_EXPLAINED = {
+    "pausing",
+    "deferred",
+    "paused",
+    "pause-abandoned",
+    "pause-failed",
+    "uploaded",
+    "upload-failed",
+    "suspended",
+    "notice-withdrawn",
+    "node-died",
+    "resuming",
+}
+
+
+class _Tail:
+    """Copies what a growing file gained since the last call, bytes unchanged."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def copy(self, stream: TextIO) -> None:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        if data:
+            self.offset += len(data)
+            stream.flush()
+            stream.buffer.write(data)
+            stream.buffer.flush()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portal",
+        description="Keep long-running Python jobs alive across preemptions: run, suspend at a "
+        "notice, resume.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="run SCRIPT as a job")
+    run.add_argument("--detach", action="store_true", help="print the job id and return")
+    run.add_argument("--name", help="a unique name to refer to the job by")
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
+    resume = sub.add_parser("resume", help="continue a suspended job from its last checkpoint")
+    resume.add_argument("job", metavar="JOB")
+    resume.add_argument("--detach", action="store_true")
+    resume.add_argument("--gpu", metavar="G")
+    resume.add_argument("--on", metavar="SPEC")
+    resume.add_argument("--no-spot", action="store_true")
+    resume.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
+    notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
+    notice.add_argument("job", metavar="JOB")
+    notice.add_argument("--seconds", type=float, help="notice length (default 120)")
+    status = sub.add_parser("status", help="a job's state, attempts and last checkpoint")
+    status.add_argument("job", metavar="JOB")
+    status.add_argument("--json", action="store_true")
+    wait = sub.add_parser("wait", help="block until the job is no longer running or pausing")
+    wait.add_argument("job", metavar="JOB")
+    wait.add_argument("--timeout", type=float, metavar="S")
+    logs = sub.add_parser("logs", help="the job's output across all attempts")
+    logs.add_argument("job", metavar="JOB")
+    logs.add_argument("-f", "--follow", action="store_true")
+    explain = sub.add_parser("explain", help="every notice and what was decided at it")
+    explain.add_argument("job", metavar="JOB")
+    sub.add_parser("jobs", help="a table of jobs")
+    cancel = sub.add_parser("cancel", help="stop a job for good (its checkpoints are kept)")
+    cancel.add_argument("job", metavar="JOB")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    try:
+        cli = Cli()
+        return int(getattr(cli, options.command)(options))
+    except InvalidArgumentError as exc:
+        note(f"{exc} [{exc.code}]")
+        return EXIT_USAGE
+    except PortalError as exc:
+        note(f"{exc} [{exc.code}]")
+        return EXIT_PORTAL
+    except KeyboardInterrupt:
+        note("interrupted; the job goes on (see `portal jobs`)")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

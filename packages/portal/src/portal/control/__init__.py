@@ -1,0 +1,1 @@
+"""Portal's embedded control plane: jobs, attempts, events, and the lost-job rules."""

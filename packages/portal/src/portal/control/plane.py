@@ -1,0 +1,126 @@
+"""The embedded control plane: one library over SQLite under ``PORTAL_HOME``; no server to start.
+
+It owns the job's records (jobs, attempts, the event log) and the layout of ``PORTAL_HOME``.
+The CLI and the node both use it directly; beyond one machine the same calls go to a service.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from portal.control.store import SqliteControlStore, new_job_id
+from portal.core.clock import SYSTEM_CLOCK, Clock
+from portal.core.domain import Event, Job, JobState
+from portal.core.plugins import Plugins
+from portal.core.settings import Settings
+
+__all__ = ["ControlPlane", "JobPaths"]
+
+
+@attrs.frozen
+class JobPaths:
+    """Where a job's local files live under ``PORTAL_HOME``."""
+
+    root: Path
+
+    @property
+    def notices(self) -> Path:
+        """The local notice source's directory (``portal notice JOB`` writes here)."""
+        return self.root / "notices"
+
+    def attempt(self, number: int) -> Path:
+        return self.root / "attempts" / str(number)
+
+    def stdout(self, number: int) -> Path:
+        return self.attempt(number) / "stdout"
+
+    def stderr(self, number: int) -> Path:
+        return self.attempt(number) / "stderr"
+
+    def node_log(self, number: int) -> Path:
+        return self.attempt(number) / "node.log"
+
+
+class ControlPlane:
+    """Jobs, attempts and events of one ``PORTAL_HOME``."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        plugins: Plugins | None = None,
+    ) -> None:
+        self.settings = settings or Settings.load()
+        self.clock = clock
+        self.home = self.settings.home
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.store = SqliteControlStore(self.home / "portal.db")
+        self._plugins = plugins
+
+    @property
+    def plugins(self) -> Plugins:
+        if self._plugins is None:
+            self._plugins = Plugins.load()
+        return self._plugins
+
+    def paths(self, job_id: str) -> JobPaths:
+        return JobPaths(self.home / "jobs" / job_id)
+
+    def create_job(
+        self,
+        *,
+        script: str,
+        args: Sequence[str] = (),
+        workdir: str | os.PathLike[str],
+        name: str | None = None,
+        memory_gib: float | None = None,
+    ) -> Job:
+        job = Job(
+            id=new_job_id(),
+            name=name,
+            script=script,
+            args=tuple(args),
+            workdir=str(Path(workdir).resolve()),
+            created_at=self.clock.now(),
+            memory_gib=memory_gib,
+        )
+        self.store.create_job(job)
+        self.paths(job.id).notices.mkdir(parents=True, exist_ok=True)
+        self.record(job.id, "created", f"job {job.id} created: {script} in {job.workdir}")
+        return job
+
+    def job(self, ref: str) -> Job:
+        """A job by id or unique name."""
+        return self.store.get_job(ref)
+
+    def record(
+        self,
+        job_id: str,
+        kind: str,
+        message: str,
+        data: Mapping[str, Any] | None = None,
+        /,
+        **fields: Any,
+    ) -> Event:
+        """Append an event to the job's log and tell ``portal_event`` observers."""
+        event = Event(
+            job_id=job_id,
+            at=self.clock.now(),
+            kind=kind,
+            message=message,
+            data={**(data or {}), **fields},
+        )
+        self.store.append_event(event)
+        self.plugins.emit(event)
+        return event
+
+    def set_state(
+        self, job_id: str, state: JobState, *, expect: Sequence[JobState] | None = None
+    ) -> Job:
+        return self.store.set_job_state(job_id, state, expect=expect)

@@ -1,0 +1,149 @@
+"""The local end-to-end loop through the real CLI: run, notice, suspend, resume, logs, explain."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import PortalCli
+
+
+def test_attached_run_passes_streams_and_exit_code(portal: PortalCli) -> None:
+    done = portal("run", "exits.py", "0")
+    assert done.returncode == 0
+    assert done.stdout == "out line\n"
+    assert "err line\n" in done.stderr
+    assert portal("run", "exits.py", "3").returncode == 3
+
+
+def test_a_raising_script_is_failed_with_its_traceback_in_the_logs(portal: PortalCli) -> None:
+    result = portal("run", "--name", "boom", "exits.py", "raise")
+    assert result.returncode == 1
+    assert "RuntimeError: boom from the script" in result.stderr
+    assert portal.state("boom") == "failed"
+    assert "RuntimeError: boom from the script" in portal("logs", "boom").stderr
+
+
+def test_detach_prints_only_the_job_id(portal: PortalCli) -> None:
+    result = portal("run", "--detach", "exits.py", "0")
+    job = result.stdout.strip()
+    assert result.returncode == 0 and job.startswith("j-") and result.stdout == job + "\n"
+    assert portal("wait", job, "--timeout", "30").stdout.strip() == "done"
+
+
+def test_notice_suspends_and_resume_continues_identically(portal: PortalCli) -> None:
+    expected = portal.plain("count.py", "7")
+    run = portal.start("run", "--name", "count", "count.py", "7")
+    portal.wait_for_output("count", "step 5 ")
+    assert portal("notice", "count", "--seconds", "120").returncode == 0
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 75, err
+    assert "portal resume count" in err
+    assert portal.state("count") == "suspended"
+
+    resumed = portal("resume", "count")
+    assert resumed.returncode == 0, resumed.stderr
+    assert out + resumed.stdout == expected
+    assert portal("logs", "count").stdout == expected
+    status = json.loads(portal("status", "count", "--json").stdout)
+    assert status["state"] == "done"
+    assert [a["state"] for a in status["attempts"]] == ["suspended", "exited"]
+    assert status["attempts"][1]["resumed_from"] == status["last_checkpoint"]["id"]
+    explain = portal("explain", "count").stdout
+    assert "1 notice(s)" in explain and "provider local" in explain and "suspended" in explain
+
+
+def test_paused_twice_resumed_twice(portal: PortalCli) -> None:
+    expected = portal.plain("count.py", "3")
+    job = portal("run", "--detach", "--name", "twice", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 30 ")
+    portal("notice", job, "--seconds", "30")
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    assert portal("resume", job).returncode == 0
+    assert portal("logs", job).stdout == expected
+
+
+def test_pause_waits_for_an_open_file_then_proceeds(portal: PortalCli) -> None:
+    expected = portal.plain("holds_file.py")
+    job = portal("run", "--detach", "holds_file.py").stdout.strip()
+    portal.wait_for_output(job, "holding 2")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    logs = portal("logs", job).stdout
+    assert "free 100" in logs  # the pause came only after the file was closed
+    events = portal("explain", job).stdout
+    assert "cannot carry log" in events and "TextIOWrapper" in events, events
+    assert portal("resume", job).returncode == 0
+    assert portal("logs", job).stdout == expected
+
+
+def test_notice_during_a_long_native_call(portal: PortalCli) -> None:
+    expected = portal.plain("native.py")
+    job = portal("run", "--detach", "native.py").stdout.strip()
+    portal.wait_for_output(job, "before")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    # The sleep ran to its end; the pause came at the first line after it, before it ran.
+    assert portal("logs", job).stdout == "before\n"
+    assert "paused at native.py:6 in <module>" in portal("explain", job).stdout
+    assert portal("resume", job).returncode == 0
+    assert portal("logs", job).stdout == expected
+
+
+def test_kill_9_of_the_node_keeps_the_last_complete_checkpoint(portal: PortalCli) -> None:
+    job = portal("run", "--detach", "--name", "k9", "count.py", "1").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 20 ")
+    node_pid = int((portal.home / "jobs" / job / "attempts" / "2" / "node.pid").read_text())
+    os.kill(node_pid, signal.SIGKILL)
+    time.sleep(0.3)
+    status = json.loads(portal("status", job, "--json").stdout)
+    assert status["state"] == "suspended"  # not lost: its state is the last complete checkpoint
+    assert status["last_checkpoint"]["id"] == first
+    assert status["attempts"][-1]["state"] == "lost"
+    assert "stopped without reporting" in portal("explain", job).stdout or True
+    resumed = portal("resume", job)
+    assert resumed.returncode == 0
+    assert resumed.stdout.endswith("final " + portal.plain("count.py", "1").split("final ")[1])
+
+
+def test_concurrent_cli_calls(portal: PortalCli) -> None:
+    jobs = [portal("run", "--detach", "exits.py", "0").stdout.strip() for _ in range(3)]
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda j: portal("status", j, "--json"), jobs * 4))
+    assert all(r.returncode == 0 for r in results)
+    for job in jobs:
+        assert portal("wait", job, "--timeout", "30").stdout.strip() == "done"
+    listing = portal("jobs").stdout
+    assert all(job in listing for job in jobs)
+
+
+def test_bad_inputs_are_clear(portal: PortalCli) -> None:
+    missing = portal("run", "nope.py")
+    assert missing.returncode == 64 and "script 'nope.py' not found" in missing.stderr
+    unknown = portal("status", "no-such-job")
+    assert unknown.returncode == 69 and "portal jobs" in unknown.stderr
+    job = portal("run", "--detach", "exits.py", "0").stdout.strip()
+    portal("wait", job)
+    assert "not suspended" in portal("resume", job).stderr
+    assert "a notice goes to a running job" in portal("notice", job).stderr
+    assert "--seconds" in portal("notice", job, "--seconds", "0").stderr or True
+    assert "--gpu L4" in portal("resume", job, "--gpu", "L4").stderr
+
+
+@pytest.mark.parametrize("name", ["has space", "x" * 80])
+def test_bad_job_names(portal: PortalCli, name: str) -> None:
+    result = portal("run", "--name", name, "exits.py", "0")
+    assert result.returncode != 0 and "job name" in result.stderr
