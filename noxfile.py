@@ -27,6 +27,7 @@ PACKAGES = [
         "providers-azure",
         "policies",
         "portal",
+        "bladekit",
     )
     if (ROOT / "packages" / name / "pyproject.toml").exists()
 ]
@@ -57,7 +58,7 @@ def _workspace_deps(package: str) -> list[str]:
         meta = tomllib.loads((_package_dir(todo.pop()) / "pyproject.toml").read_text())
         for requirement in meta["project"].get("dependencies", []):
             name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0]
-            folder = name.removeprefix("portal-") if name != "portal" else "portal"
+            folder = name.removeprefix("portal-")
             if folder in PACKAGES and folder not in found and folder != package:
                 found.append(folder)
                 todo.append(folder)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,8 +30,10 @@ def make_job(name: str | None = None) -> Job:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> SqliteControlStore:
-    return SqliteControlStore(tmp_path / "portal.db")
+def store(tmp_path: Path) -> Iterator[SqliteControlStore]:
+    db = SqliteControlStore(tmp_path / "portal.db")
+    yield db
+    db.close()
 
 
 def test_jobs_by_id_or_name(store: SqliteControlStore) -> None:
@@ -80,6 +83,7 @@ def _hammer(path: str, job_id: str, n: int) -> None:
     for i in range(n):
         store.append_event(Event(job_id=job_id, at=float(i), kind="tick", message=str(i)))
         store.start_attempt(job_id, machine="m", at=float(i))
+    store.close()
 
 
 def test_concurrent_processes(tmp_path: Path) -> None:
@@ -95,3 +99,4 @@ def test_concurrent_processes(tmp_path: Path) -> None:
         assert p.exitcode == 0
     assert len(store.events(job.id)) == 100
     assert [a.number for a in store.attempts(job.id)] == list(range(1, 101))
+    store.close()

@@ -36,9 +36,12 @@ from portal.storage.errors import StorageError, VolumeCorruptError, VolumeNotFou
 from portal.storage.layout import check_id
 from portal.storage.retry import RetryPolicy
 
-__all__ = ["Volume", "VolumeFile", "VolumeManifest"]
+__all__ = ["TEMP_MARK", "Volume", "VolumeFile", "VolumeManifest"]
 
-_TMP = ".portal-volume-tmp-"
+#: A file whose name contains this is a write in progress: a commit leaves it out. Writers that
+#: save into a mounted volume (bladekit's save_checkpoint) name their temp files with it.
+TEMP_MARK = ".portal-volume-tmp-"
+_TMP = TEMP_MARK
 
 
 class VolumeFile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -1,0 +1,58 @@
+"""Helpers to preempt bladekit containers without a CLI (tests, demos, other processes).
+
+In the caller's process, ``instance.run.preempt(seconds)`` or ``call.run.preempt(seconds)``
+delivers a notice directly. From anywhere else on the machine, :func:`preempt_run` finds the run's
+current attempt by id under ``PORTAL_HOME`` and drops a notice into its notice folder with
+portal-core's :func:`~portal.core.builtin.local_notices.deliver_notice`, exactly what
+``portal notice`` does for a job.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from bladekit.runner import DEFAULT_GRACE_S, find_run_dir
+from bladekit.wire import decode_request
+from portal.core.builtin.local_notices import deliver_notice
+from portal.core.domain import Notice
+from portal.core.errors import InvalidArgumentError
+
+__all__ = ["notice_dir", "preempt_run"]
+
+log = logging.getLogger("bladekit.testing")
+
+
+def notice_dir(run_id: str, *, home: Path | None = None) -> Path:
+    """The notice folder of run ``run_id``'s current attempt."""
+    folder = find_run_dir(run_id, home=home)
+    try:
+        attempt = (folder / "current_attempt").read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise InvalidArgumentError(
+            f"run {run_id} has no running container under {folder.parent}: check the run id and "
+            "PORTAL_HOME, and that the run made its first call",
+            details={"run_id": run_id},
+        ) from None
+    return folder / "attempts" / attempt / "notices"
+
+
+def preempt_run(
+    run_id: str, seconds: float = DEFAULT_GRACE_S, *, home: Path | None = None
+) -> Notice | None:
+    """Preempt run ``run_id``'s current container, giving it ``seconds`` of grace.
+
+    Returns the notice, or None (with a log line) for a ``gpu_class="reserved"`` run, which is
+    never preempted.
+    """
+    folder = find_run_dir(run_id, home=home)
+    request = decode_request((folder / "request.json").read_bytes())
+    if request.gpu_class != "spot":
+        log.warning(
+            "run %s (%s) runs on gpu_class=%r capacity, which is never preempted: notice refused",
+            run_id,
+            request.function,
+            request.gpu_class,
+        )
+        return None
+    return deliver_notice(notice_dir(run_id, home=home), seconds=seconds, reason="bladekit.testing")
