@@ -56,7 +56,9 @@ def _workspace_deps(package: str) -> list[str]:
     todo = [package]
     while todo:
         meta = tomllib.loads((_package_dir(todo.pop()) / "pyproject.toml").read_text())
-        for requirement in meta["project"].get("dependencies", []):
+        project = meta["project"]
+        extras = project.get("optional-dependencies", {}).values()
+        for requirement in [*project.get("dependencies", []), *(r for e in extras for r in e)]:
             name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0]
             folder = name.removeprefix("portal-")
             if folder in PACKAGES and folder not in found and folder != package:

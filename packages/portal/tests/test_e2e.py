@@ -106,7 +106,11 @@ def test_kill_9_of_the_node_keeps_the_last_complete_checkpoint(portal: PortalCli
     first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
     portal("resume", "--detach", job)
     portal.wait_for_output(job, "step 20 ")
-    node_pid = int((portal.home / "jobs" / job / "attempts" / "2" / "node.pid").read_text())
+    pid_file = portal.home / "jobs" / job / "attempts" / "2" / "node.pid"
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    node_pid = int(pid_file.read_text())
     os.kill(node_pid, signal.SIGKILL)
     time.sleep(0.3)
     status = json.loads(portal("status", job, "--json").stdout)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from portal.control import wording
+from portal.control.carry import CARRY_EVENTS, carry_state
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
 from portal.core.builtin.local_notices import deliver_notice
@@ -227,7 +228,7 @@ class Cli:
                 "created_at": latest.created_at,
             },
             "last_heard": heard,
-            "carry": None,
+            "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
         }
 
     def status(self, options: argparse.Namespace) -> int:
@@ -252,7 +253,13 @@ class Cli:
             )
         else:
             print("checkpoint none complete")
-        print("carry     not checked yet (the checkpoint check is not part of this version)")
+        carry = data["carry"]
+        if carry["ok"] is None:
+            print("carry     not checked yet")
+        elif carry["ok"]:
+            print("carry     ok: a checkpoint can carry the whole state")
+        else:
+            print(f"carry     {'blocked' if carry['blocked'] else 'warning'}: {carry['warning']}")
         return 0
 
     def wait(self, options: argparse.Namespace) -> int:
@@ -272,6 +279,7 @@ class Cli:
         job = self.job(options.job)
         paths = self.plane.paths(job.id)
         number = 1
+        seen_events = 0
         while True:
             attempts = self.plane.store.attempts(job.id)
             if number > len(attempts):
@@ -287,6 +295,8 @@ class Cli:
                 )
                 out.copy(sys.stdout)
                 err.copy(sys.stderr)
+                if options.follow:
+                    seen_events = self._note_carry(job, seen_events)
                 if not (options.follow and running):
                     break
                 time.sleep(0.1)
@@ -294,6 +304,14 @@ class Cli:
             out.copy(sys.stdout)
             err.copy(sys.stderr)
             number += 1
+
+    def _note_carry(self, job: Job, after: int) -> int:
+        """Print the checkpoint check's warnings that appeared since event ``after``."""
+        for seq, event in self.plane.store.events(job.id, after=after):
+            after = seq
+            if event.kind in _CARRY_NOTED:
+                note(event.message)
+        return after
 
     def explain(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
@@ -314,6 +332,16 @@ class Cli:
                 )
             elif index and event.kind in _EXPLAINED:
                 print(f"  {wording.clock_time(event.at)} {event.kind}: {event.message}")
+        checks = [e for e in events if e.kind in CARRY_EVENTS]
+        print(f"checkpoint check: {len(checks)} decision(s)")
+        for event in checks:
+            # The warning is a warn decision of the checkpoint policy on this (local,
+            # on-demand) machine; on a spot machine the spec files it under policy spot.
+            decision = "warn" if event.kind in _CARRY_NOTED else "info"
+            print(
+                f"  {decision} (checkpoint) at {wording.clock_time(event.at)}, "
+                f"{event.kind}: {event.message}"
+            )
         return 0
 
     def jobs(self, options: argparse.Namespace) -> int:
@@ -356,7 +384,11 @@ class Cli:
         return 0
 
 
+_CARRY_NOTED = {"carry-warning", "carry-blocked"}
 _NOTED = {
+    *_CARRY_NOTED,
+    "carry-ok",
+    "carry-unblocked",
     "notice",
     "pausing",
     "deferred",

@@ -20,7 +20,10 @@ __all__ = ["node_alive", "reconcile", "write_node_pid"]
 
 
 def write_node_pid(path: Path) -> None:
-    path.write_text(str(os.getpid()))
+    """Atomically, so a reader never sees an empty file."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(str(os.getpid()))
+    tmp.replace(path)
 
 
 def node_alive(pid_file: Path) -> bool | None:

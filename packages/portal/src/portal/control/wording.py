@@ -11,6 +11,11 @@ from portal.core.wire import ProblemRecord
 
 __all__ = [
     "abandoned",
+    "carry_blocked",
+    "carry_ok",
+    "carry_partial",
+    "carry_unblocked",
+    "carry_warning",
     "deferred",
     "done",
     "failed",
@@ -142,3 +147,73 @@ def done(job: Job) -> str:
 
 def failed(job: Job, code: int) -> str:
     return f"failed: the script ended with exit code {code}"
+
+
+# --- the checkpoint check -------------------------------------------------------------------------
+
+
+def carry_warning(problem: ProblemRecord, notice_s: float | None) -> str:
+    """The spec's warning for one value a checkpoint cannot carry.
+
+    ``notice_s``: the machine's notice when it is a spot machine (None: it has none).
+    """
+    if notice_s is not None:
+        risk = (
+            f"If this spot machine is reclaimed (its notice is {notice_s:.0f} s), its work "
+            "since the last checkpoint would be lost."
+        )
+    else:
+        risk = "If this machine goes, its work since the last checkpoint would be lost."
+    return (
+        f"A checkpoint of this job cannot carry {problem.name} ({problem.type_name}: "
+        f"{problem.reason}). Portal cannot move or suspend it while it holds them, and it "
+        f"cannot be saved on a notice. {risk} Create them again after a pause point instead "
+        f"of keeping them across one (checked at {problem.where or 'its pause point'})."
+    )
+
+
+def carry_ok(where: str, checked_bytes: int, seconds: float, *, cleared: bool) -> str:
+    head = (
+        "The checkpoint check passed again: a checkpoint of this job can now carry its whole state"
+        if cleared
+        else "The checkpoint check passed: a checkpoint of this job can carry its whole state"
+    )
+    return f"{head} ({size(checked_bytes)} checked in {seconds:.1f} s at {where})."
+
+
+def carry_partial(where: str, checked_bytes: int, seconds: float) -> str:
+    return (
+        f"The checkpoint check walked this job's state for {seconds:.1f} s (its limit) and "
+        f"did not finish: the state is larger than it can check; nothing it could not carry "
+        f"was found in the part it checked (at {where})."
+    )
+
+
+def carry_blocked(after_s: float, reasons: Sequence[ProblemRecord]) -> str:
+    if reasons:
+        why = "; ".join(_reason(r) for r in reasons)
+    else:
+        why = (
+            "no line of the script ran: it is in one long call outside its own code (a native "
+            "call, or a library's own loop)"
+        )
+    return (
+        f"This job passed no pause point for {after_s:.0f} s, so it is blocked: Portal cannot "
+        f"move or suspend it now, and it cannot be saved on a notice. The pause points gave: "
+        f"{why}. Close files and threads it holds when not in use, or hold them inside a with "
+        "block that ends before the next loop iteration."
+    )
+
+
+def carry_unblocked(where: str) -> str:
+    return (
+        f"The checkpoint check reached a pause point again (at {where}): the job is no longer "
+        "blocked."
+    )
+
+
+def _reason(r: ProblemRecord) -> str:
+    at = r.where or "its pause point"
+    if r.kind == "position":
+        return f"{r.reason} (at {at})"
+    return f"it holds {r.name} ({r.type_name}: {r.reason}) (at {at})"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import msgspec
 
-from portal.core.wire import Cancel, Pause, RuntimeEvent, decode_runtime_event, encode
+from portal.core.wire import Cancel, Pause, Probe, RuntimeEvent, decode_runtime_event, encode
 
 __all__ = ["RuntimeLink", "control_socket_path"]
 
@@ -58,7 +58,7 @@ class RuntimeLink:
         self._sock = sock
         return True
 
-    def _send(self, message: Pause | Cancel) -> bool:
+    def _send(self, message: Pause | Cancel | Probe) -> bool:
         if self._sock is None and not self.try_connect():
             return False
         assert self._sock is not None
@@ -81,6 +81,10 @@ class RuntimeLink:
 
     def cancel(self) -> bool:
         return self._send(Cancel())
+
+    def request_probe(self, deadline: float | None = None) -> bool:
+        """Ask for the checkpoint check at the next safe point (waiting until ``deadline``)."""
+        return self._send(Probe(deadline=deadline))
 
     def events(self) -> list[RuntimeEvent]:
         """Every complete event line received so far (non-blocking)."""

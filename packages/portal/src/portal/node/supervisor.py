@@ -24,11 +24,21 @@ from typing import Any
 from msgspec import to_builtins
 
 from portal.control import wording
+from portal.control.carry import problem_key
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.builtin.local_notices import NOTICE_DIR_ENV, withdraw_notice
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
-from portal.core.wire import Abandoned, Deferred, Failed, Paused, RuntimeEvent
+from portal.core.settings import Settings
+from portal.core.wire import (
+    Abandoned,
+    Deferred,
+    Failed,
+    Paused,
+    ProbeReport,
+    ProblemRecord,
+    RuntimeEvent,
+)
 from portal.node.runtime_link import RuntimeLink, control_socket_path
 from portal.node.watch import NoticeWatcher, open_sources
 
@@ -39,6 +49,10 @@ log = logging.getLogger("portal.node")
 EXIT_PAUSED = 75
 SAVE_RESERVE_S = 60.0  # the spec: the last minute of the notice is kept for saving and uploading
 HEARTBEAT_S = 5.0
+#: A job whose checkpoint check finds no pause point for this long is reported blocked (the
+#: spec's 30 s); the environment variable sets it for tests.
+BLOCKED_AFTER_ENV = "PORTAL_CAPTURE_BLOCKED_AFTER_S"
+BLOCKED_AFTER_S = 30.0
 
 
 def pause_deadline(notice: Notice, now: float) -> float:
@@ -88,6 +102,28 @@ class Node:
         self._backlog: list[tuple[str, str, dict[str, Any]]] = []
         self._notice: Notice | None = None
         self._problems_seen: set[str] = set()
+        self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
+        self._machine = self._machine_name()
+        self._warned = self._outstanding_warnings()
+
+    def _machine_name(self) -> str:
+        with contextlib.suppress(Exception):
+            return self.plane.store.attempts(self.job.id)[self.attempt - 1].machine
+        return "local"
+
+    def _outstanding_warnings(self) -> set[str]:
+        """Problems already warned about on this machine and not cleared since (one warning per
+        machine and problem, across the job's attempts here)."""
+        warned: set[str] = set()
+        with contextlib.suppress(Exception):
+            for _, event in self.plane.store.events(self.job.id):
+                if event.data.get("machine") != self._machine:
+                    continue
+                if event.kind == "carry-warning":
+                    warned.add(problem_key(dict(event.data.get("problem", {}))))
+                elif event.kind == "carry-ok":
+                    warned.clear()
+        return warned
 
     # --- reporting ------------------------------------------------------------------------------
 
@@ -207,6 +243,7 @@ class Node:
             link.try_connect()
             for event in link.events():
                 self._runtime_event(event)
+            self._check_carry(link)
             now = self.clock.monotonic()
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
@@ -229,6 +266,7 @@ class Node:
         if self._notice is not None and notice.deadline >= self._notice.deadline:
             return  # already pausing for an earlier deadline
         self._notice = notice
+        self._probe.asked_at = None  # the pause wins; a check is asked again if it is withdrawn
         deadline = pause_deadline(notice, now)
         self.report(
             "notice",
@@ -248,8 +286,88 @@ class Node:
         else:
             self.report("pause-unreachable", wording.pause_unreachable())
 
+    # --- the checkpoint check ---------------------------------------------------------------
+
+    def _check_carry(self, link: RuntimeLink) -> None:
+        """Ask for a check when one is due; report the job blocked when none could run in time.
+        A notice always wins: no check is asked for or judged while a pause is wanted."""
+        schedule = self._probe
+        if not schedule.enabled or self._notice is not None or not link.connected:
+            return
+        now = self.clock.monotonic()
+        if now >= schedule.next_at:
+            if link.request_probe(self.clock.now() + schedule.every_s):
+                schedule.asked(now)
+            return
+        if (
+            schedule.asked_at is not None
+            and not schedule.blocked
+            and now - schedule.asked_at >= schedule.blocked_after_s
+        ):
+            schedule.blocked = True
+            reasons = list(schedule.reasons)
+            self.report(
+                "carry-blocked",
+                wording.carry_blocked(schedule.blocked_after_s, reasons),
+                machine=self._machine,
+                after_s=schedule.blocked_after_s,
+                reasons=[to_builtins(r) for r in reasons],
+            )
+
+    def _probe_report(self, event: ProbeReport) -> None:
+        schedule = self._probe
+        was_blocked = schedule.blocked
+        schedule.answered(self.clock.monotonic())
+        if was_blocked:
+            self.report(
+                "carry-unblocked", wording.carry_unblocked(event.where), machine=self._machine
+            )
+        values = [p for p in event.problems if p.kind == "value"]
+        for problem in values:
+            key = problem_key(to_builtins(problem))
+            if key in self._warned:
+                continue
+            self._warned.add(key)
+            self.report(
+                "carry-warning",
+                wording.carry_warning(problem, self._notice_s()),
+                machine=self._machine,
+                problem=to_builtins(problem),
+            )
+        if values or event.partial:
+            if event.partial and not values and not schedule.partial_said:
+                schedule.partial_said = True
+                self.report(
+                    "carry-partial",
+                    wording.carry_partial(event.where, event.checked_bytes, event.seconds),
+                    machine=self._machine,
+                )
+            return
+        if self._warned or not schedule.passed_once:
+            self.report(
+                "carry-ok",
+                wording.carry_ok(
+                    event.where, event.checked_bytes, event.seconds, cleared=bool(self._warned)
+                ),
+                machine=self._machine,
+                where=event.where,
+                checked_bytes=event.checked_bytes,
+                seconds=event.seconds,
+            )
+            self._warned.clear()
+        schedule.passed_once = True
+
+    def _notice_s(self) -> float | None:
+        """This machine's notice, for the warning. Local notices (`portal notice`) stand for a
+        spot machine's, of the configured default length."""
+        return self.plane.settings.notice_default_s
+
     def _runtime_event(self, event: RuntimeEvent) -> None:
-        if isinstance(event, Deferred):
+        if isinstance(event, ProbeReport):
+            self._probe_report(event)
+        elif isinstance(event, Deferred) and self._notice is None and self._probe.waiting:
+            self._probe.reasons = list(event.problems)  # why the check finds no pause point
+        elif isinstance(event, Deferred):
             for problem in event.problems:
                 key = f"{problem.name}|{problem.reason}"
                 if key not in self._problems_seen:
@@ -335,3 +453,49 @@ class Node:
             checkpoint=ref.checkpoint_id,
         )
         return ref
+
+
+class _ProbeSchedule:
+    """When the node asks for the checkpoint check, and what it is waiting for."""
+
+    def __init__(self, *, enabled: bool, every_s: float, blocked_after_s: float) -> None:
+        self.enabled = enabled
+        self.every_s = every_s
+        self.blocked_after_s = blocked_after_s
+        self.next_at = 0.0  # the first check: at the job's first pause point, as soon as it can
+        self.asked_at: float | None = None
+        self.reasons: list[ProblemRecord] = []
+        self.blocked = False
+        self.passed_once = False
+        self.partial_said = False
+
+    @classmethod
+    def for_job(cls, settings: Settings, environ: Mapping[str, str]) -> _ProbeSchedule:
+        """The settings, overridden by the job's own PORTAL_CAPTURE_PROBE(_EVERY_S)."""
+        with contextlib.suppress(Exception):
+            settings = Settings.load(environ=environ)
+        try:
+            blocked_after = float(environ.get(BLOCKED_AFTER_ENV, BLOCKED_AFTER_S))
+        except ValueError:
+            blocked_after = BLOCKED_AFTER_S
+        return cls(
+            enabled=settings.capture_probe != "off",
+            every_s=settings.capture_probe_every_s,
+            blocked_after_s=blocked_after,
+        )
+
+    @property
+    def waiting(self) -> bool:
+        return self.asked_at is not None
+
+    def asked(self, now: float) -> None:
+        if self.asked_at is None:
+            self.asked_at = now
+            self.reasons = []
+        self.next_at = now + self.every_s
+
+    def answered(self, now: float) -> None:
+        self.asked_at = None
+        self.reasons = []
+        self.blocked = False
+        self.next_at = now + self.every_s

@@ -1,0 +1,99 @@
+"""The checkpoint check through the real CLI: warning, all clear, blocked, and notices first."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from conftest import PortalCli
+
+
+def carry(portal: PortalCli, job: str) -> dict[str, Any]:
+    result = portal("status", job, "--json")
+    if result.returncode != 0:  # an attached run has not created the job yet
+        return {}
+    return dict(json.loads(result.stdout)["carry"])
+
+
+def wait_carry(portal: PortalCli, job: str, key: str, timeout: float = 20) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        state = carry(portal, job)
+        if state.get(key):
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"carry never had {key}: {state}")
+
+
+def test_a_digest_in_a_global_is_warned_in_the_specs_words(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.5"
+    run = portal.start("run", "--name", "digest", "holds_digest.py")
+    state = wait_carry(portal, "digest", "warning")
+    assert state["ok"] is False and state["blocked"] is None
+    assert [p["name"] for p in state["problems"]] == ["digest"]
+    where = state["problems"][0]["where"]
+    assert where.startswith("holds_digest.py:") and where.endswith(" in train")
+    expected = (
+        "A checkpoint of this job cannot carry digest (_hashlib.HASH: TypeError: cannot pickle "
+        "'_hashlib.HASH' object). Portal cannot move or suspend it while it holds them, and it "
+        "cannot be saved on a notice. If this spot machine is reclaimed (its notice is 120 s), "
+        "its work since the last checkpoint would be lost. Create them again after a pause "
+        f"point instead of keeping them across one (checked at {where})."
+    )
+    assert state["warning"] == expected
+    text = portal("status", "digest").stdout
+    assert f"carry     warning: {expected}" in text
+    explain = portal("explain", "digest").stdout
+    assert "warn (checkpoint) at" in explain and expected in explain
+    out, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
+    assert f"portal: {expected}\n" in err
+    assert err.count("cannot carry digest") == 1  # one warning per machine and problem
+    assert out == portal.plain("holds_digest.py")
+
+
+def test_a_clean_script_shows_carry_ok(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
+    job = portal("run", "--detach", "count.py", "3").stdout.strip()
+    state = wait_carry(portal, job, "ok")
+    assert state["problems"] == [] and state["warning"] is None and state["blocked"] is None
+    assert "carry     ok" in portal("status", job).stdout
+    assert portal("wait", job, "--timeout", "30").stdout.strip() == "done"
+
+
+def test_off_checks_nothing(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE"] = "off"
+    job = portal("run", "--detach", "holds_digest.py").stdout.strip()
+    assert portal("wait", job, "--timeout", "30").stdout.strip() == "done"
+    assert carry(portal, job)["ok"] is None
+
+
+def test_a_notice_during_checks_still_suspends_and_resumes_identically(
+    portal: PortalCli,
+) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.05"  # a check is nearly always under way
+    expected = portal.plain("count.py", "5")
+    job = portal("run", "--detach", "count.py", "5").stdout.strip()
+    portal.wait_for_output(job, "step 20 ")
+    assert portal("notice", job, "--seconds", "120").returncode == 0
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    resumed = portal("resume", job)
+    assert resumed.returncode == 0, resumed.stderr
+    assert portal("logs", job).stdout == expected
+
+
+def test_a_long_native_call_is_reported_blocked_then_clear(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_BLOCKED_AFTER_S"] = "0.5"
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
+    job = portal("run", "--detach", "native.py").stdout.strip()
+    state = wait_carry(portal, job, "blocked")
+    assert state["ok"] is False
+    assert state["warning"].startswith("This job passed no pause point for 0 s")
+    assert "native call" in state["warning"]
+    logs = portal.start("logs", "-f", job)
+    _, err = logs.communicate(timeout=60)
+    assert "portal: This job passed no pause point" in err
+    final = carry(portal, job)
+    assert final["blocked"] is None and final["ok"] is True
+    assert "carry-unblocked" in portal("explain", job).stdout

@@ -1,0 +1,36 @@
+"""A job on a machine whose provider is detected is watched by that provider's notice source:
+a notice served by the provider's conformance fake suspends it, and `portal explain` names it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from conftest import PortalCli
+
+from portal.providers.aws.testing import FakeIMDS
+
+
+@pytest.fixture
+def imds() -> Iterator[FakeIMDS]:
+    with FakeIMDS(instance_type="c7i.large", life_cycle="spot") as fake:
+        yield fake
+
+
+def test_an_aws_spot_interruption_suspends_the_job(portal: PortalCli, imds: FakeIMDS) -> None:
+    portal.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.url
+    expected = portal.plain("count.py", "5")
+    job = portal("run", "--detach", "--name", "spot", "count.py", "5").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    imds.preempt(in_seconds=120)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    explain = portal("explain", job).stdout
+    assert "notice from aws (aws, preemption)" in explain
+    # About 120 s as first seen (EC2 states the time to the second).
+    assert re.search(r"provider aws, source aws, notice 1[12]\d s", explain), explain
+    # The machine is gone; the job resumes elsewhere (here: where no interruption is pending).
+    imds.cancel()
+    del portal.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"]
+    assert portal("resume", job).returncode == 0
+    assert portal("logs", job).stdout == expected
