@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 import time
 from typing import Any
 
@@ -14,6 +16,14 @@ def carry(portal: PortalCli, job: str) -> dict[str, Any]:
     if result.returncode != 0:  # an attached run has not created the job yet
         return {}
     return dict(json.loads(result.stdout)["carry"])
+
+
+def events(portal: PortalCli, job: str) -> list[dict[str, Any]]:
+    """The job's events, read from the control plane's store as the CLI does."""
+    with contextlib.closing(sqlite3.connect(portal.home / "portal.db")) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events WHERE job_id = ?", (job,)).fetchall()
+    return [{**dict(r), "data": json.loads(r["data"] or "{}")} for r in rows]
 
 
 def wait_carry(portal: PortalCli, job: str, key: str, timeout: float = 20) -> dict[str, Any]:
@@ -55,7 +65,7 @@ def test_a_digest_in_a_global_is_warned_in_the_specs_words(portal: PortalCli) ->
 
 def test_a_clean_script_shows_carry_ok(portal: PortalCli) -> None:
     portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
-    job = portal("run", "--detach", "count.py", "3").stdout.strip()
+    job = portal("run", "--detach", "ticks.py", "60").stdout.strip()
     state = wait_carry(portal, job, "ok")
     assert state["problems"] == [] and state["warning"] is None and state["blocked"] is None
     assert "carry     ok" in portal("status", job).stdout
@@ -73,11 +83,13 @@ def test_a_notice_during_checks_still_suspends_and_resumes_identically(
     portal: PortalCli,
 ) -> None:
     portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.05"  # a check is nearly always under way
-    expected = portal.plain("count.py", "5")
-    job = portal("run", "--detach", "count.py", "5").stdout.strip()
-    portal.wait_for_output(job, "step 20 ")
+    expected = portal.plain("ticks.py", "80")
+    job = portal("run", "--detach", "ticks.py", "80").stdout.strip()
+    portal.wait_for_output(job, "tick 20 ")
     assert portal("notice", job, "--seconds", "120").returncode == 0
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    paused = [e for e in events(portal, job) if e["kind"] == "paused"]
+    assert paused and paused[0]["data"]["seconds_to_safe_point"] < 1.0  # never held up
     resumed = portal("resume", job)
     assert resumed.returncode == 0, resumed.stderr
     assert portal("logs", job).stdout == expected

@@ -26,10 +26,18 @@ from types import FrameType
 from typing import Any, Final
 
 from portal.capture.image import write_image
-from portal.capture.problems import Problem
+from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
-from portal.core.wire import Abandoned, Deferred, Failed, Paused, Pending, ProblemRecord
+from portal.core.wire import (
+    Abandoned,
+    Deferred,
+    Failed,
+    Paused,
+    Pending,
+    ProbeReport,
+    ProblemRecord,
+)
 
 __all__ = [
     "EXIT_PAUSED",
@@ -40,6 +48,7 @@ __all__ = [
     "Failed",
     "Paused",
     "Pending",
+    "ProbeReport",
 ]
 
 #: The exit status of a paused program (EX_TEMPFAIL: "try again later", i.e. resume).
@@ -48,9 +57,39 @@ WAKE_SIGNAL: Final = signal.SIGUSR1
 _BACKOFF_FIRST: Final = 0.01
 _BACKOFF_MAX: Final = 0.5
 _HISTORY_MAX: Final = 50
+#: The checkpoint check's walk stops after this long; a larger state is reported as partial.
+PROBE_BUDGET_S: Final = 5.0
 
 
-Event = Pending | Deferred | Paused | Abandoned | Failed
+Event = Pending | Deferred | Paused | Abandoned | Failed | ProbeReport
+
+
+class _ProbeStopped(BaseException):
+    """Unwinds a checkpoint check in progress: a pause was asked for, or its time ran out.
+
+    A BaseException, so that no ``except Exception`` on the way (the pickler's, a diagnosis's)
+    takes it for a value that cannot be pickled.
+    """
+
+
+def _bytes_walked(frame: FrameType | None) -> int:
+    """How much the pickle a stopped check was writing had reached (its counting sink)."""
+    from portal.capture import pickler
+
+    code = pickler.dumps.__code__
+    while frame is not None:
+        if frame.f_code is code:
+            return int(getattr(frame.f_locals.get("sink"), "size", 0))
+        frame = frame.f_back
+    return 0
+
+
+class _ProbeWanted:
+    __slots__ = ("deadline", "requested")
+
+    def __init__(self, requested: float, deadline: float | None) -> None:
+        self.requested = requested
+        self.deadline = deadline
 
 
 class _Request:
@@ -71,6 +110,7 @@ class Engine:
     :param clock: unix time, injected so tests of deadlines need not sleep.
     :param sigterm_grace: seconds a SIGTERM-requested pause may take before it is abandoned.
     :param before_exit: called just before the paused process exits (close channels).
+    :param probe_budget: seconds a checkpoint check may walk the state before it reports partial.
     """
 
     def __init__(
@@ -82,6 +122,7 @@ class Engine:
         clock: Callable[[], float] = time.time,
         sigterm_grace: float = 30.0,
         before_exit: Callable[[], None] = lambda: None,
+        probe_budget: float = PROBE_BUDGET_S,
     ) -> None:
         self.context = context
         self.checkpoint_path = Path(checkpoint_path)
@@ -100,6 +141,11 @@ class Engine:
         self._history: dict[tuple[str, str, str, str], Problem] = {}
         self._last_reported: frozenset[tuple[str, str, str]] = frozenset()
         self._previous_handlers: dict[int, Any] = {}
+        self._probe: _ProbeWanted | None = None
+        self._probe_reported: frozenset[tuple[str, str, str]] = frozenset()
+        self._probing_until: float | None = None  # set while a check walks the state
+        self._probe_walked = 0  # bytes a check that was stopped had pickled
+        self._probe_budget = probe_budget
         self.armed = False
 
     # -- arming -----------------------------------------------------------------------------
@@ -117,6 +163,7 @@ class Engine:
         with self._lock:
             self._capturing = True  # no request is taken any more
             self._request = None
+            self._probe = None
         self._events.disable()
         for signum in self._previous_handlers:
             signal.signal(signum, signal.SIG_IGN)
@@ -161,6 +208,33 @@ class Engine:
         self._notify(event)
         self._wake()
 
+    def request_probe(self, deadline: float | None = None) -> None:
+        """Ask for a checkpoint check at the next safe point (waiting until ``deadline``).
+
+        A pending pause goes first; a check already waiting keeps its place.
+        """
+        with self._lock:
+            if self._capturing:
+                return
+            if self._probe is None:
+                self._probe = _ProbeWanted(self._clock(), deadline)
+                self._probe_reported = frozenset()
+            else:
+                self._probe.deadline = deadline
+        self._wake()
+
+    def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
+        """Called at the end of the main thread's signal handlers: a check walking the state
+        stops at once when a pause is wanted or its time is up (the pause is then taken at the
+        same safe point). ``frame``: the frame the signal interrupted (default: the caller's)."""
+        until = self._probing_until
+        if until is None or threading.get_ident() != self._main:
+            return
+        if self._request is not None or time.monotonic() >= until:
+            self._probing_until = None
+            self._probe_walked = _bytes_walked(frame or sys._getframe(1))
+            raise _ProbeStopped
+
     def cancel(self, reason: str = "cancelled") -> None:
         """Give up a pending pause; line events go off again."""
         with self._lock:
@@ -190,17 +264,19 @@ class Engine:
         """Line events on while a request is pending, off otherwise."""
         if self._in_callback:
             return  # the line callback in progress sees the new state itself
-        if self._request is not None:
+        if self._request is not None or self._probe is not None:
             self._events.enable(frame)
         else:
             self._events.disable()
 
     def _on_wake(self, signum: int, frame: FrameType | None) -> None:
         self._sync(frame)
+        self.stop_probe_if_due(frame)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.request_pause(self._clock() + self._sigterm_grace, "sigterm")
         self._sync(frame)
+        self.stop_probe_if_due(frame)
 
     def _abandon_deadline(self, request: _Request) -> None:
         with self._lock:
@@ -238,11 +314,73 @@ class Engine:
             return
         self._in_callback = True
         try:
-            self._try_pause(frame)
+            if self._request is None and self._probe is not None:
+                self._try_probe(frame)
+            self._try_pause(frame)  # also a pause asked for while the check ran: same point
         finally:
             self._in_callback = False
-        if self._request is None:
+        if self._request is None and self._probe is None:
             self._events.disable()
+
+    # -- the checkpoint check ---------------------------------------------------------------
+
+    def _try_probe(self, frame: FrameType) -> None:
+        wanted = self._probe
+        if wanted is None:
+            return
+        if wanted.deadline is not None and self._clock() >= wanted.deadline:
+            self._probe = None  # no safe point in time; the node has said so
+            return
+        position = check_position(frame, self.context)
+        if isinstance(position, Problem):
+            current = frozenset([(position.name, position.type_name, position.reason)])
+            if current != self._probe_reported:
+                self._probe_reported = current
+                self._notify(Deferred(problems=[ProblemRecord(**position.to_dict())]))
+            return
+        self._probe = None
+        at = where(frame)
+        started = time.monotonic()
+        report: ProbeReport | None = None
+        timer = threading.Timer(self._probe_budget, self._probe_time_up)
+        timer.daemon = True
+        try:
+            try:
+                self._probing_until = started + self._probe_budget
+                timer.start()
+                result = take_snapshot(frame, position, self.context, keep=False)
+            finally:
+                self._probing_until = None
+                timer.cancel()
+            report = ProbeReport(
+                problems=[ProblemRecord(**p.to_dict()) for p in result.problems],
+                checked_bytes=result.pickle_size,
+                where=at,
+                seconds=time.monotonic() - started,
+            )
+        except _ProbeStopped:
+            if self._request is None:  # its time ran out (a pause wanted: no report, it wins)
+                report = ProbeReport(partial=True, where=at, seconds=time.monotonic() - started)
+        except Exception as exc:  # a reducer that broke: report it as what cannot be carried
+            report = ProbeReport(
+                problems=[
+                    ProblemRecord(
+                        name="<state>",
+                        type_name="checkpoint",
+                        reason=f"{type(exc).__name__}: {exc}",
+                        where=at,
+                    )
+                ],
+                where=at,
+                seconds=time.monotonic() - started,
+            )
+        if report is not None:
+            self._notify(report)
+
+    def _probe_time_up(self) -> None:
+        """Timer thread: wake the main thread so that its handler stops the walk."""
+        if self._probing_until is not None and self.armed:
+            signal.pthread_kill(self._main, WAKE_SIGNAL)  # type: ignore[arg-type]
 
     def _try_pause(self, frame: FrameType) -> None:
         request = self._request

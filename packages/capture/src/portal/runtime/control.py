@@ -5,6 +5,7 @@ A client sends JSON lines::
 
     {"op": "pause", "deadline": 1733140000.5}   # unix time
     {"op": "cancel"}
+    {"op": "probe", "deadline": 1733140030.0}    # the checkpoint check; deadline optional
 
 and receives every event of the pause lifecycle as JSON lines, starting with ``hello``::
 
@@ -14,6 +15,7 @@ and receives every event of the pause lifecycle as JSON lines, starting with ``h
     {"event": "paused", "checkpoint": "/ckpt/job.portal", "bytes": 123456, ...}
     {"event": "abandoned", "reason": "deadline" | "cancelled", "problems": [...]}
     {"event": "failed", "error": "..."}
+    {"event": "probe", "problems": [...], "partial": false, "checked_bytes": 123, "where": ...}
     {"event": "error", "message": "..."}    # a message the runtime could not understand
 
 Messages are read on the main thread: each client socket is set ``O_ASYNC``, so the kernel
@@ -40,9 +42,18 @@ from typing import Any, Protocol
 
 import msgspec
 
-from portal.core.wire import Cancel, Hello, Pause, ProtocolError, RuntimeRequest
+from portal.core.wire import Cancel, Hello, Pause, Probe, ProtocolError, RuntimeRequest
 
-__all__ = ["CONTROL_ENV", "Cancel", "ControlChannel", "Hello", "Message", "Pause", "ProtocolError"]
+__all__ = [
+    "CONTROL_ENV",
+    "Cancel",
+    "ControlChannel",
+    "Hello",
+    "Message",
+    "Pause",
+    "Probe",
+    "ProtocolError",
+]
 
 CONTROL_ENV = "PORTAL_RUNTIME_CONTROL"
 
@@ -53,6 +64,8 @@ Message = RuntimeRequest
 class _Engine(Protocol):
     def request_pause(self, deadline: float, source: str) -> None: ...
     def cancel(self, reason: str = ...) -> None: ...
+    def request_probe(self, deadline: float | None = ...) -> None: ...
+    def stop_probe_if_due(self, frame: FrameType | None = ...) -> None: ...
     def expire(self) -> None: ...
     def deadline(self) -> float | None: ...
     def pending(self) -> bool: ...
@@ -145,6 +158,10 @@ class ControlChannel:
 
     def _on_sigio(self, signum: int, frame: FrameType | None) -> None:
         self.drain()
+        if self._engine is not None:
+            # Last, once every line is read: a pause that arrived during a checkpoint check
+            # unwinds the check from here, and is taken at the same safe point.
+            self._engine.stop_probe_if_due(frame)
 
     def drain(self) -> None:
         """Read and act on every complete line waiting on any client (main thread)."""
@@ -183,7 +200,8 @@ class ControlChannel:
                 _encode(
                     ProtocolError(
                         message=f"cannot understand {line[:200]!r}: {exc}. Send one JSON object "
-                        'per line: {"op": "pause", "deadline": UNIX_TIME} or {"op": "cancel"}'
+                        'per line: {"op": "pause", "deadline": UNIX_TIME}, {"op": "cancel"} or '
+                        '{"op": "probe"}'
                     )
                 )
                 + b"\n",
@@ -191,6 +209,8 @@ class ControlChannel:
             return
         if isinstance(message, Pause):
             engine.request_pause(message.deadline, "node")
+        elif isinstance(message, Probe):
+            engine.request_probe(message.deadline)
         else:
             engine.cancel("cancelled")
 

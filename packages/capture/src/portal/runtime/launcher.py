@@ -19,7 +19,7 @@ from types import CodeType
 from typing import Any, Final
 
 from portal.capture import _plugins
-from portal.capture.engine import Engine, Event
+from portal.capture.engine import PROBE_BUDGET_S, Engine, Event
 from portal.capture.image import check_interpreter, check_resumable_here, read_image
 from portal.capture.probe import set_active_context
 from portal.capture.resume import RESUMED_CODE, restore
@@ -29,11 +29,13 @@ from portal.core.errors import InvalidArgumentError
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
 
-__all__ = ["EXIT_REFUSED", "GRACE_ENV", "resume_script", "run_script"]
+__all__ = ["EXIT_REFUSED", "GRACE_ENV", "PROBE_BUDGET_ENV", "resume_script", "run_script"]
 
 #: Exit status when Portal refuses to run or resume (the message names the error's code).
 EXIT_REFUSED: Final = 65
 GRACE_ENV: Final = "PORTAL_RUNTIME_SIGTERM_GRACE_S"
+#: The checkpoint check's time budget in seconds (default 5; tests make it small).
+PROBE_BUDGET_ENV: Final = "PORTAL_CAPTURE_PROBE_BUDGET_S"
 
 
 def _main_module(script: str) -> types.ModuleType:
@@ -68,6 +70,7 @@ def _arm(context: CaptureContext, checkpoint: str, control: str | None) -> Engin
         checkpoint_path=os.path.abspath(checkpoint),
         notify=notify,
         sigterm_grace=grace,
+        probe_budget=float(os.environ.get(PROBE_BUDGET_ENV, PROBE_BUDGET_S)),
         before_exit=channel.close if channel else (lambda: None),
     )
     engine.arm()

@@ -30,6 +30,8 @@ __all__ = [
     "Pause",
     "Paused",
     "Pending",
+    "Probe",
+    "ProbeReport",
     "ProblemRecord",
     "ProtocolError",
     "RuntimeEvent",
@@ -170,7 +172,17 @@ class Cancel(_Wire, frozen=True, kw_only=True, tag_field="op", tag="cancel"):
     """Give up the pending pause (the notice was withdrawn)."""
 
 
-RuntimeRequest = Pause | Cancel
+class Probe(_Wire, frozen=True, kw_only=True, tag_field="op", tag="probe"):
+    """The checkpoint check: at the next safe point, walk the live state as a checkpoint would,
+    write nothing, report (:class:`ProbeReport`) and go on. A pause asked for meanwhile wins.
+
+    ``deadline`` (Unix time): stop waiting for a safe point then (none: wait until one comes).
+    """
+
+    deadline: float | None = None
+
+
+RuntimeRequest = Pause | Cancel | Probe
 
 
 class Hello(_Wire, frozen=True, kw_only=True, tag_field="event", tag="hello"):
@@ -222,7 +234,22 @@ class ProtocolError(_Wire, frozen=True, kw_only=True, tag_field="event", tag="er
     message: str
 
 
-RuntimeEvent = Hello | Pending | Deferred | Paused | Abandoned | Failed | ProtocolError
+class ProbeReport(_Wire, frozen=True, kw_only=True, tag_field="event", tag="probe"):
+    """What the checkpoint check found at the safe point ``where``: the values a checkpoint
+    could not carry (none: it would succeed). ``partial``: the walk ran out of its time budget
+    (a larger state) and the problems, if any, are those found so far. ``checked_bytes``: the
+    size of the pickle the walk produced (the part walked, when partial)."""
+
+    problems: list[ProblemRecord] = []
+    partial: bool = False
+    checked_bytes: int = 0
+    where: str = ""
+    seconds: float = 0.0
+
+
+RuntimeEvent = (
+    Hello | Pending | Deferred | Paused | Abandoned | Failed | ProtocolError | ProbeReport
+)
 
 _encoder = msgspec.json.Encoder()
 _event_decoder = msgspec.json.Decoder(EventRecord)
