@@ -38,6 +38,7 @@ __all__ = [
     "MetadataHTTP",
     "MetadataUnavailable",
     "ProblemLog",
+    "open_client",
     "read_dmi",
     "skew_s",
 ]
@@ -152,6 +153,32 @@ class ProblemLog:
     def active(self) -> dict[str, str]:
         with self._lock:
             return dict(self._active)
+
+
+def open_client(
+    *,
+    source: str,
+    platform: str,
+    on_platform: bool,
+    override: str | None,
+    override_env: str,
+    default_endpoint: str,
+    what: str,
+    path_prefix: str = "",
+    headers: Mapping[str, str] | None = None,
+) -> MetadataHTTP:
+    """A client for a provider's metadata service, refused unless this machine is on the
+    platform (``on_platform``, from DMI) or an override points at a test endpoint: Portal never
+    sends a packet to a metadata address it has no reason to believe is there."""
+    if not on_platform and not override:
+        raise PortalError(
+            f"the {source} notice source is not on {platform} (DMI does not say so) and has no "
+            f"override: it will not contact {what}. Set {override_env} to point at a test "
+            "endpoint, or do not enable this source here"
+        )
+    setting = override_env if override else f"the default endpoint of {what}"
+    host, port, prefix = parse_base_url(override or default_endpoint, setting=setting)
+    return MetadataHTTP(host, port, prefix=prefix + path_prefix, what=what, headers=headers)
 
 
 def parse_base_url(value: str, *, setting: str) -> tuple[str, int, str]:

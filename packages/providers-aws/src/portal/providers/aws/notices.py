@@ -27,7 +27,7 @@ from portal.core.metadata import (
     MetadataHTTP,
     MetadataUnavailable,
     ProblemLog,
-    parse_base_url,
+    open_client,
     read_dmi,
     skew_s,
 )
@@ -144,16 +144,14 @@ class AwsNoticeSource:
         if self._closed:
             raise PortalError("the AWS notice source is closed")
         if self._http is None:
-            if not self.detect():
-                raise PortalError(
-                    "the AWS notice source is not on EC2 (DMI does not say so) and has no "
-                    f"endpoint override: it will not contact IMDS. Set {ENDPOINT_ENV} to point "
-                    "at a test endpoint, or do not enable this source here"
-                )
-            setting = ENDPOINT_ENV if self.override else "the default IMDS endpoint"
-            host, port, prefix = parse_base_url(self.override or DEFAULT_ENDPOINT, setting=setting)
-            self._http = MetadataHTTP(
-                host, port, prefix=prefix, what="AWS instance metadata (IMDS)"
+            self._http = open_client(
+                source="AWS",
+                platform="EC2",
+                on_platform=self.detect(),
+                override=self.override,
+                override_env=ENDPOINT_ENV,
+                default_endpoint=DEFAULT_ENDPOINT,
+                what="AWS instance metadata (IMDS)",
             )
         return self._http
 

@@ -25,7 +25,7 @@ from portal.core.metadata import (
     MetadataHTTP,
     MetadataUnavailable,
     ProblemLog,
-    parse_base_url,
+    open_client,
     read_dmi,
     skew_s,
 )
@@ -132,18 +132,17 @@ class AzureNoticeSource:
         if self._closed:
             raise PortalError("the Azure notice source is closed")
         if self._http is None:
-            if not self.detect():
-                raise PortalError(
-                    "the Azure notice source is not on Azure (DMI does not say so) and has no "
-                    f"override: it will not contact IMDS. Set {ENDPOINT_ENV} to point at a test "
-                    "endpoint, or do not enable this source here"
-                )
-            setting = ENDPOINT_ENV if self.override else "the default IMDS endpoint"
-            host, port, prefix = parse_base_url(self.override or DEFAULT_ENDPOINT, setting=setting)
             # "Metadata: true" is required; Portal never goes through a proxy (IMDS rejects
             # X-Forwarded-For), which MetadataHTTP guarantees by not reading proxy settings.
-            self._http = MetadataHTTP(
-                host, port, prefix=prefix, what="Azure IMDS", headers={"Metadata": "true"}
+            self._http = open_client(
+                source="Azure",
+                platform="Azure",
+                on_platform=self.detect(),
+                override=self.override,
+                override_env=ENDPOINT_ENV,
+                default_endpoint=DEFAULT_ENDPOINT,
+                what="Azure IMDS",
+                headers={"Metadata": "true"},
             )
         return self._http
 

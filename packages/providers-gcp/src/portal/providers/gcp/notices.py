@@ -30,7 +30,7 @@ from portal.core.metadata import (
     MetadataHTTP,
     MetadataUnavailable,
     ProblemLog,
-    parse_base_url,
+    open_client,
     read_dmi,
 )
 from portal.core.specs import NoticeSourceContext
@@ -210,16 +210,16 @@ class GcpNoticeSource:
     def _client(self) -> MetadataHTTP:
         if self._closed:
             raise PortalError("the GCP notice source is closed")
-        if not self.detect():
-            raise PortalError(
-                "the GCP notice source is not on Compute Engine (DMI does not say so) and has no "
-                f"override: it will not contact the metadata server. Set {HOST_ENV}=HOST:PORT to "
-                "point at a test server, or do not enable this source here"
-            )
-        setting = HOST_ENV if self.override else "the default metadata host"
-        host, port, prefix = parse_base_url(self.override or DEFAULT_HOST, setting=setting)
-        client = MetadataHTTP(
-            host, port, prefix=prefix + PREFIX, what="GCE metadata server", headers=FLAVOR
+        client = open_client(
+            source="GCP",
+            platform="Compute Engine",
+            on_platform=self.detect(),
+            override=self.override,
+            override_env=HOST_ENV,
+            default_endpoint=DEFAULT_HOST,
+            what="GCE metadata server",
+            path_prefix=PREFIX,
+            headers=FLAVOR,
         )
         self._clients.append(client)
         return client
