@@ -27,6 +27,7 @@ PACKAGES = [
         "providers-azure",
         "policies",
         "portal",
+        "console",
         "bladekit",
     )
     if (ROOT / "packages" / name / "pyproject.toml").exists()
@@ -105,6 +106,8 @@ def tests(session: nox.Session, package: str) -> None:
     for dependency in _workspace_deps(package):
         install += ["-e", str(_package_dir(dependency))]
     session.install(*install, "pytest>=8", "hypothesis>=6.100")
+    if package == "capture":
+        _install_local_torch(session)
     if package == "storage":
         _ensure_azurite(session)
     session.run(
@@ -119,6 +122,23 @@ def tests(session: nox.Session, package: str) -> None:
         str(ROOT / "pyproject.toml"),
         *session.posargs,
     )
+
+
+# torch for capture's tensor/loop tests and the tensor benchmark: only the CPU wheel lying on
+# this machine's disk, pinned exactly (a plain or ranged `torch` would fetch a multi-GB CUDA
+# build). It exists for CPython 3.11 only; elsewhere those tests skip themselves.
+TORCH_PIN = "torch==2.13.0"
+TORCH_WHEELS = Path(os.environ.get("PORTAL_TORCH_WHEELS", "/opt/wheels"))
+
+
+def _install_local_torch(session: nox.Session) -> None:
+    # The wheel file itself, never the requirement: an index's torch 2.13.0 is the CUDA build.
+    tag = "cp" + str(session.python).replace(".", "")
+    wheels = sorted(TORCH_WHEELS.glob(f"torch-2.13.0+cpu-{tag}-*.whl"))
+    if not wheels:
+        session.log(f"no local {TORCH_PIN} wheel for {session.python} in {TORCH_WHEELS}: skipped")
+        return
+    session.install(str(wheels[-1]))
 
 
 @nox.session(python=PYTHONS[0])
@@ -166,8 +186,12 @@ def typecheck(session: nox.Session) -> None:
         "mypy>=1.11",
         "pytest>=8",
         "hypothesis>=6.100",
+        "psycopg[binary]>=3.1",  # portal's postgres extra: its types are checked, not ignored
         *[x for p in PACKAGES for x in ("-e", str(_package_dir(p)))],
     )
+    # Every package's src on mypy's path (with the root config's mypy_path): each one's part of
+    # the `portal` namespace resolves, whichever packages the config lists.
+    session.env["MYPYPATH"] = os.pathsep.join(str(_package_dir(p) / "src") for p in PACKAGES)
     session.run("mypy", *[str(_package_dir(p) / "src") for p in PACKAGES])
 
 
@@ -175,6 +199,7 @@ def typecheck(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks (opt-in): each prints ratios against a peer measured in the same run."""
     session.install(*[x for p in PACKAGES for x in ("-e", f"{_package_dir(p)}{_extras(p)}")])
+    _install_local_torch(session)
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         session.run("python", str(script), *session.posargs)
 

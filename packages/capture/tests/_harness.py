@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,18 @@ class Chain:
     @property
     def pauses(self) -> int:
         return sum(s.rc == EXIT_PAUSED for s in self.segments)
+
+
+def paused_at_least_once(chains: list[Chain], rerun: Callable[[], Chain]) -> list[Chain]:
+    """``chains`` plus, if none of them paused, one more from ``rerun`` (which should pause as
+    soon as the runtime is armed: ``max_delay=0``).
+
+    Random delays may all land after a short script has ended on a loaded machine; the extra
+    chain makes sure every differential test really exercises a pause and a resume.
+    """
+    if any(c.pauses for c in chains):
+        return chains
+    return [*chains, rerun()]
 
 
 def plain_run(

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _harness import EXIT_PAUSED, plain_run, run_chain
+from _harness import EXIT_PAUSED, paused_at_least_once, plain_run, run_chain
 
 CORPUS_SCRIPTS = [
     "nested_calls.py",
@@ -32,6 +32,9 @@ def test_paused_and_resumed_run_prints_what_a_plain_run_prints(
     seeds = [rng.randrange(1 << 30) for _ in range(CHAINS)]
     with ThreadPoolExecutor(CHAINS) as pool:
         chains = list(pool.map(lambda s: run_chain(script, random.Random(s)), seeds))
+    chains = paused_at_least_once(
+        chains, lambda: run_chain(script, random.Random(0), max_pauses=1, max_delay=0.0)
+    )
     for chain in chains:
         trail = [(s.rc, s.how) for s in chain.segments]
         assert chain.segments[-1].rc == 0, (trail, chain.stderr.decode())

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from _harness import EXIT_PAUSED, Chain, plain_run, run_chain
+from _harness import EXIT_PAUSED, Chain, paused_at_least_once, plain_run, run_chain
 
 # Chains run in parallel; numpy's import dominates each segment, so the numpy scripts get fewer
 # and shorter chains to keep the file near 30 s on two cores. Each run draws new pause moments.
@@ -41,6 +41,9 @@ def test_global_random_generators_continue_after_a_resume(
         chains = list(
             pool.map(lambda s: run_chain(script, random.Random(s), max_pauses=pauses), seeds)
         )
+    chains = paused_at_least_once(
+        chains, lambda: run_chain(script, random.Random(0), max_pauses=1, max_delay=0.0)
+    )
     _check(chains, expected.stdout, expected.stderr)
 
 
@@ -77,4 +80,8 @@ def test_changed_settings_and_environment_are_carried(tmp_path: Path, rng: rando
                 zip(scripts, seeds, strict=True),
             )
         )
+    chains = paused_at_least_once(
+        chains,
+        lambda: run_chain(copy("rerun"), random.Random(0), max_pauses=1, max_delay=0.0),
+    )
     _check(chains, expected.stdout, expected.stderr)

@@ -42,6 +42,7 @@ def test_sizes_and_notices() -> None:
     assert wording.size(12e9) == "12.0 GB"
     assert wording.size(7_875_000_000) == "7.9 GB"
     assert wording.size(512e6) == "512 MB"
+    assert wording.size(15_300) == "15.3 kB"
     assert wording.notice(120.0) == "120 s" and wording.notice(25.5) == "25.5 s"
     assert wording.price(0.0893) == "$0.0893/h"
 

@@ -83,8 +83,8 @@ def test_a_notice_during_checks_still_suspends_and_resumes_identically(
     portal: PortalCli,
 ) -> None:
     portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.05"  # a check is nearly always under way
-    expected = portal.plain("ticks.py", "80")
-    job = portal("run", "--detach", "ticks.py", "80").stdout.strip()
+    expected = portal.plain("ticks.py", "200")  # time enough for a loaded machine
+    job = portal("run", "--detach", "ticks.py", "200").stdout.strip()
     portal.wait_for_output(job, "tick 20 ")
     assert portal("notice", job, "--seconds", "120").returncode == 0
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
@@ -109,3 +109,48 @@ def test_a_long_native_call_is_reported_blocked_then_clear(portal: PortalCli) ->
     final = carry(portal, job)
     assert final["blocked"] is None and final["ok"] is True
     assert "carry-unblocked" in portal("explain", job).stdout
+
+
+def test_full_rehearses_a_real_checkpoint_on_this_on_demand_machine(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE"] = "full"
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
+    job = portal("run", "--detach", "ticks.py", "60").stdout.strip()
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "done"
+    seen = events(portal, job)
+    rehearsals = [e for e in seen if e["kind"] == "carry-rehearsal"]
+    assert rehearsals, [e["kind"] for e in seen]
+    first = rehearsals[0]
+    assert first["data"]["bytes"] > 0 and first["data"]["machine"] == "local"
+    assert "rehearsed a real checkpoint on this machine's disk" in first["message"]
+    ok = next(e for e in seen if e["kind"] == "carry-ok")
+    assert ok["data"]["rehearsal_bytes"] == first["data"]["bytes"]
+    assert not [e for e in seen if e["kind"] == "carry-no-rehearsal"]
+    assert not list(portal.home.rglob("*.rehearsal"))  # deleted after
+    assert not list(portal.workdir.rglob("*.rehearsal"))
+
+
+def test_full_on_a_spot_machine_checks_without_the_rehearsal(portal: PortalCli) -> None:
+    portal.env["PORTAL_CAPTURE_PROBE"] = "full"
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
+    portal.env["PORTAL_NODE_PURCHASE"] = "spot"
+    job = portal("run", "--detach", "ticks.py", "40").stdout.strip()
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "done"
+    seen = events(portal, job)
+    said = [e for e in seen if e["kind"] == "carry-no-rehearsal"]
+    assert len(said) == 1 and said[0]["data"]["purchase"] == "spot"
+    assert "rehearsal runs on on-demand machines only" in said[0]["message"]
+    assert "this is a spot machine" in said[0]["message"]
+    assert any(e["kind"] == "carry-ok" for e in seen)  # the check itself ran
+    assert not [e for e in seen if e["kind"] == "carry-rehearsal"]
+
+
+def test_the_purchase_model_the_node_knows() -> None:
+    from portal.control.wording import no_rehearsal
+    from portal.node.supervisor import purchase_model
+
+    assert purchase_model("local", {}) == "on-demand"
+    assert purchase_model("sim-0002 spot aws c7i.large (us-east-1)", {}) == "spot"
+    assert purchase_model("sim-0003 on-demand gcp n2 (europe-west4)", {}) == "on-demand"
+    assert purchase_model("some-vm", {}) == "unknown"
+    assert purchase_model("local", {"PORTAL_NODE_PURCHASE": "spot"}) == "spot"
+    assert "was not told this machine's purchase model" in no_rehearsal("unknown")

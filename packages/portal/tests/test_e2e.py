@@ -7,6 +7,7 @@ import os
 import signal
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from conftest import PortalCli
@@ -86,41 +87,74 @@ def test_pause_waits_for_an_open_file_then_proceeds(portal: PortalCli) -> None:
 
 
 def test_notice_during_a_long_native_call(portal: PortalCli) -> None:
-    expected = portal.plain("native.py")
-    job = portal("run", "--detach", "native.py").stdout.strip()
-    portal.wait_for_output(job, "before")
+    seconds = "5"  # long enough for a loaded machine's CLI to deliver the notice during it
+    expected = portal.plain("native.py", seconds)
+    job = portal("run", "--detach", "native.py", seconds).stdout.strip()
+    stdout = portal.home / "jobs" / job / "attempts" / "1" / "stdout"
+    deadline = time.monotonic() + 30
+    while b"before" not in (stdout.read_bytes() if stdout.exists() else b""):
+        assert time.monotonic() < deadline, "the script never started"
+        time.sleep(0.02)
     portal("notice", job)
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
     # The sleep ran to its end; the pause came at the first line after it, before it ran.
     assert portal("logs", job).stdout == "before\n"
-    assert "paused at native.py:6 in <module>" in portal("explain", job).stdout
+    assert "paused at native.py:7 in <module>" in portal("explain", job).stdout
     assert portal("resume", job).returncode == 0
     assert portal("logs", job).stdout == expected
 
 
-def test_kill_9_of_the_node_keeps_the_last_complete_checkpoint(portal: PortalCli) -> None:
-    job = portal("run", "--detach", "--name", "k9", "count.py", "1").stdout.strip()
-    portal.wait_for_output(job, "step 3 ")
+def _checkpoint_store(portal: PortalCli) -> Any:
+    from portal.storage import CheckpointStore, resolve_key_store
+
+    return CheckpointStore((portal.home / "store").as_uri(), resolve_key_store(str(portal.home)))
+
+
+def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
+    portal: PortalCli,
+) -> None:
+    """The node streams the second checkpoint (120 MB) while the runtime writes it; killed then,
+    the job is not lost: it keeps the first checkpoint, and the cut-short one is reported not
+    resumable and kept."""
+    size = str(120_000_000)
+    job = portal("run", "--detach", "--name", "k9", "big.py", size).stdout.strip()
+    portal.wait_for_output(job, "step 3\n")
     portal("notice", job)
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
     first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
     portal("resume", "--detach", job)
-    portal.wait_for_output(job, "step 20 ")
-    pid_file = portal.home / "jobs" / job / "attempts" / "2" / "node.pid"
-    deadline = time.monotonic() + 30
-    while not pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    node_pid = int(pid_file.read_text())
+    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
+    portal("notice", job)
+    store = _checkpoint_store(portal)
+    deadline = time.monotonic() + 60
+    partial = None
+    while partial is None and time.monotonic() < deadline:
+        partial = next(
+            (r for r in store.list(job) if str(r.state) == "incomplete"), None
+        )  # the upload has begun (its manifest is not written yet)
+        time.sleep(0.01)
+    assert partial is not None, "the upload never started"
+    node_pid = int((portal.home / "jobs" / job / "attempts" / "2" / "node.pid").read_text())
     os.kill(node_pid, signal.SIGKILL)
-    time.sleep(0.3)
+    if any(
+        r.checkpoint_id == partial.checkpoint_id and str(r.state) == "complete"
+        for r in store.list(job)
+    ):
+        pytest.skip("the upload finished before the node was killed (a very fast machine)")
     status = json.loads(portal("status", job, "--json").stdout)
     assert status["state"] == "suspended"  # not lost: its state is the last complete checkpoint
     assert status["last_checkpoint"]["id"] == first
     assert status["attempts"][-1]["state"] == "lost"
-    assert "stopped without reporting" in portal("explain", job).stdout or True
+    assert [c["id"] for c in status["incomplete_checkpoints"]] == [partial.checkpoint_id]
+    assert not status["incomplete_checkpoints"][0]["resumable"]
+    explain = portal("explain", job).stdout
+    assert "stopped without reporting" in explain
+    assert f"checkpoint {partial.checkpoint_id} is incomplete" in explain
+    assert "not resumable and is kept for inspection" in explain
+    assert "incomplete, not resumable" in portal("status", job).stdout
     resumed = portal("resume", job)
-    assert resumed.returncode == 0
-    assert resumed.stdout.endswith("final " + portal.plain("count.py", "1").split("final ")[1])
+    assert resumed.returncode == 0, resumed.stderr
+    assert portal("logs", job).stdout == portal.plain("big.py", size)
 
 
 def test_concurrent_cli_calls(portal: PortalCli) -> None:

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from portal.control import silence
 from portal.control.lost import LostJobRules, ProviderCheck
+from portal.control.plane import ControlPlane
+from portal.control.store import JobStateConflictError
+from portal.core.domain import Job, JobState
+from portal.core.plugins import Plugins
+from portal.core.settings import Settings
+from portal.core.testing import FakeClock
 
 RULES = LostJobRules()
 T0 = 1_000_000.0  # node last heard
@@ -89,3 +101,188 @@ def test_lost_is_monotonic_in_time(checks: list[ProviderCheck], later: float) ->
     """Once lost at some time with given facts, it stays lost later with the same facts."""
     if RULES.assess(now=T0 + later, last_heard=T0, checks=checks).lost:
         assert RULES.assess(now=T0 + later + 60, last_heard=T0, checks=checks).lost
+
+
+# --- the rules at work: the control plane's facts, an injectable clock ---------------------------
+
+MACHINE = "aws:i-0abc"
+
+
+_open: list[ControlPlane] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_planes() -> Iterator[None]:
+    yield
+    while _open:
+        _open.pop().store.close()
+
+
+def remote_job(home: str, clock: FakeClock, *, machine: str = MACHINE) -> tuple[ControlPlane, Job]:
+    """A running job whose node runs on another machine, last heard now."""
+    plane = ControlPlane(
+        Settings.load({"home": home}, environ={}),
+        clock=clock,
+        plugins=Plugins.load(autoload=False),
+    )
+    _open.append(plane)
+    job = plane.create_job(script="train.py", workdir=home)
+    plane.store.start_attempt(job.id, machine=machine, at=clock.now())
+    return plane, job
+
+
+def silent_events(plane: ControlPlane, job: Job) -> list[str]:
+    return [e.message for _, e in plane.store.events(job.id) if e.kind == "silent"]
+
+
+def test_a_silent_node_waits_for_the_provider_twice_and_ten_minutes(tmp_path: object) -> None:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock)
+    start = clock.now()
+    assert silence.settle(plane, job).state is JobState.RUNNING
+    assert silent_events(plane, job) == []  # heard just now
+
+    clock.advance(40)
+    silence.settle(plane, job)
+    (first,) = silent_events(plane, job)
+    assert "say twice, about a minute apart, that the machine is gone" in first
+    silence.settle(plane, job)
+    assert len(silent_events(plane, job)) == 1  # one event per change of what it waits for
+
+    clock.advance(20)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    silence.settle(plane, job)
+    assert "say again at its next check, about a minute later" in silent_events(plane, job)[-1]
+
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    job = silence.settle(plane, job)
+    waiting = silent_events(plane, job)[-1]
+    assert job.state is JobState.RUNNING  # said twice, but not 10 minutes of silence yet
+    assert "said twice" in waiting and "10 minutes of silence" in waiting
+    with pytest.raises(JobStateConflictError) as refused:
+        silence.refuse_while_silent(plane, job, "moving the job")
+    assert "said twice" in str(refused.value) and "the job goes on" not in str(refused.value)
+
+    clock.advance(start + 600 - clock.now() - 1)
+    assert silence.settle(plane, job).state is JobState.RUNNING
+    clock.advance(1)
+    job = silence.settle(plane, job)
+    assert job.state is JobState.LOST  # no checkpoint: its state is gone for certain
+    assert plane.store.attempts(job.id)[-1].state == "lost"
+    silence.refuse_while_silent(plane, job, "moving the job")  # nothing to wait for any more
+
+
+def test_a_lost_machine_leaves_the_last_complete_checkpoint(tmp_path: object) -> None:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock)
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    clock.advance(600)
+
+    class Ref:
+        checkpoint_id = "20261202T000000.000Z-abcdef01"
+
+    job = silence.settle(plane, job, Ref())
+    assert job.state is JobState.SUSPENDED
+    (event,) = [e for _, e in plane.store.events(job.id) if e.kind == "lost-machine"]
+    assert Ref.checkpoint_id in event.message and "portal resume" in event.message
+
+
+def test_a_notice_deadline_shortens_the_wait(tmp_path: object) -> None:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock)
+    plane.record(job.id, "notice", "notice", deadline=clock.now() + 30)
+    deadline = clock.now() + 30
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    clock.advance(deadline + 120 - clock.now() - 1)
+    job = silence.settle(plane, job)
+    assert job.state is JobState.RUNNING
+    assert "2 minutes past its notice's deadline" in silent_events(plane, job)[-1]
+    clock.advance(1)
+    assert silence.settle(plane, job).state is JobState.LOST
+
+
+def test_a_node_heard_again_starts_over(tmp_path: object) -> None:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock)
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    clock.advance(60)
+    silence.record_machine_check(plane, job.id, MACHINE, gone=True, provider="aws")
+    plane.store.heard(job.id, clock.now())  # the node answers again
+    clock.advance(3600)
+    assert silence.settle(plane, job).state is JobState.RUNNING  # the old reports do not count
+
+
+def test_a_job_on_this_machine_is_left_to_liveness(tmp_path: object) -> None:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock, machine=silence.LOCAL_MACHINE)
+    clock.advance(3600)
+    assert silence.assess(plane, job) is None
+    assert silence.settle(plane, job).state is JobState.RUNNING
+
+
+steps = st.lists(
+    st.tuples(
+        st.sampled_from(["advance", "gone", "present", "heard", "notice", "settle"]),
+        st.floats(1, 400),
+    ),
+    max_size=25,
+)
+
+
+@settings(deadline=None, max_examples=40)
+@given(steps)
+def test_the_wiring_follows_the_model(tmp_path_factory: Any, script: list[Any]) -> None:
+    """Whatever happens in whatever order, the control plane calls the job lost exactly when the
+    pure model does on the same facts, never earlier; and every silent event says what it waits
+    for, without repeating itself."""
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path_factory.mktemp("home")), clock)
+    try:
+        follow_script(plane, job, clock, script)
+    finally:
+        _open.remove(plane)
+        plane.store.close()
+
+
+def follow_script(plane: ControlPlane, job: Job, clock: FakeClock, script: list[Any]) -> None:
+    heard, checks, deadline = clock.now(), [], None
+    for action, seconds in script:
+        if action == "advance":
+            clock.advance(seconds)
+        elif action in ("gone", "present"):
+            clock.advance(1)
+            silence.record_machine_check(
+                plane, job.id, MACHINE, gone=action == "gone", provider="aws"
+            )
+            checks.append(ProviderCheck(at=clock.now(), gone=action == "gone"))
+        elif action == "heard":
+            heard = clock.now()
+            plane.store.heard(job.id, heard)
+        elif action == "notice" and deadline is None:
+            deadline = clock.now() + seconds
+            plane.record(job.id, "notice", "notice", deadline=deadline)
+        expected = RULES.assess(
+            now=clock.now(), last_heard=heard, checks=checks, notice_deadline=deadline
+        )
+        before = job.state
+        job = silence.settle(plane, job)
+        if before is JobState.LOST:
+            assert job.state is JobState.LOST
+            continue
+        assert (job.state is JobState.LOST) == expected.lost
+        if job.state is JobState.LOST:
+            continue
+        messages = silent_events(plane, job)
+        if expected.silent:
+            assert messages
+            assert messages[-1].split("; ", 1)[1] == expected.waiting_for.split("; ", 1)[1]
+    said = silent_events(plane, job)
+    assert all(a != b for a, b in itertools.pairwise(said))

@@ -100,3 +100,26 @@ def test_concurrent_processes(tmp_path: Path) -> None:
     assert len(store.events(job.id)) == 100
     assert [a.number for a in store.attempts(job.id)] == list(range(1, 101))
     store.close()
+
+
+def test_a_short_busy_timeout_gives_up_while_another_writer_holds_the_lock(tmp_path: Path) -> None:
+    """The node's store waits briefly, then raises: its journal keeps the report instead of a
+    notice waiting on a stuck control plane. Readers are never blocked (WAL)."""
+    import sqlite3
+
+    path = tmp_path / "portal.db"
+    store = SqliteControlStore(path, timeout=0.1)
+    job = make_job()
+    store.create_job(job)
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.append_event(Event(job_id=job.id, at=1.0, kind="k", message="m", data={}))
+        assert store.get_job(job.id).id == job.id
+        holder.execute("ROLLBACK")
+        store.append_event(Event(job_id=job.id, at=1.0, kind="k", message="m", data={}))
+        assert [e.kind for _, e in store.events(job.id)] == ["k"]
+    finally:
+        holder.close()
+        store.close()

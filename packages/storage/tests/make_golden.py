@@ -1,19 +1,24 @@
-"""Regenerate the golden checkpoint in tests/data/golden-v1 (a fixed key, fixed ids and times).
+"""Write a golden checkpoint set in tests/data/golden-vN (a fixed key, fixed ids and times).
+
+    python make_golden.py v2
 
 Run only when adding a new golden set for a new format; never rewrite an old one: the test that
-reads it is what keeps old checkpoints readable.
+reads it is what keeps old checkpoints readable. golden-v1 (manifest format 1, one object per
+chunk) was written by the first release; golden-v2 (format 2, chunks in packs) by the next.
 """
 
 from __future__ import annotations
 
 import random
 import shutil
+import sys
 from pathlib import Path
 
 from portal.core.testing import FakeClock
 from portal.storage import CheckpointStore, MemoryKeyStore
 
-HERE = Path(__file__).parent / "data" / "golden-v1"
+DATA = Path(__file__).parent / "data"
+HERE = DATA / "golden-v1"
 KEY = bytes(range(32))
 JOB = "golden-job"
 
@@ -24,10 +29,15 @@ def plaintexts() -> tuple[bytes, bytes]:
     return first, second
 
 
-def main() -> None:
-    shutil.rmtree(HERE, ignore_errors=True)
+def main(version: str) -> None:
+    if version == "v1":
+        raise SystemExit("golden-v1 was written by the first release; it is never rewritten")
+    here = DATA / f"golden-{version}"
+    shutil.rmtree(here, ignore_errors=True)
     clock = FakeClock(start=1_800_000_000.0)
-    store = CheckpointStore(str(HERE), MemoryKeyStore({JOB: KEY}), chunk_size=100, clock=clock)
+    store = CheckpointStore(
+        str(here), MemoryKeyStore({JOB: KEY}), chunk_size=100, pack_size=200, clock=clock
+    )
     for ckpt, data in zip(("golden-1", "golden-2"), plaintexts(), strict=True):
         with store.open_writer(JOB, checkpoint_id=ckpt) as writer:
             writer.write(data)
@@ -36,4 +46,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1])

@@ -15,6 +15,7 @@ import time
 from portal.storage import CheckpointStore, FileKeyStore
 
 CHUNK = 32 * 1024
+PACK = 4 * CHUNK
 SIZE = 4 * 2**20
 
 
@@ -24,7 +25,9 @@ def state(seed: int) -> bytes:
 
 def main() -> None:
     url, home, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    store = CheckpointStore(url, FileKeyStore(home), chunk_size=CHUNK, parallelism=2)
+    store = CheckpointStore(
+        url, FileKeyStore(home), chunk_size=CHUNK, pack_size=PACK, parallelism=2
+    )
     if len(sys.argv) > 4:  # die halfway through writing the manifest's temporary file
         real_write = os.write
 
@@ -35,14 +38,15 @@ def main() -> None:
             return real_write(fd, data)
 
         os.write = dying_write  # type: ignore[assignment]
-    # A steady pace (about 3 ms a chunk, like a slow disk or link) so that kills land mid-upload.
-    real_put = store.backend.write_bytes
+    # A steady pace (about 10 ms a pack, like a slow disk or link) so that kills land mid-upload.
+    backend = store.backend
+    real_put = backend.write_bytes_deferred  # type: ignore[union-attr]
 
-    def paced_put(key: str, data: bytes) -> None:
-        time.sleep(0.003)
+    def paced_put(key: str, data: bytes | bytearray | memoryview) -> None:
+        time.sleep(0.01)
         real_put(key, data)
 
-    store.backend.write_bytes = paced_put  # type: ignore[method-assign]
+    backend.write_bytes_deferred = paced_put  # type: ignore[union-attr]
     data = state(seed)
     writer = store.open_writer("crash-job", expected_bytes=len(data))
     print("ready", flush=True)

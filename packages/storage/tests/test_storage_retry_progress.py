@@ -113,8 +113,10 @@ class SlowClockBackend(Flaky):
 
 def test_progress_reports_rate_eta_and_a_missed_deadline() -> None:
     clock = FakeClock()
-    backend = SlowClockBackend("memory://slow-1", clock, 1.0)  # 1 s per 1000-byte chunk
-    store = CheckpointStore(backend, MemoryKeyStore(), clock=clock, chunk_size=1000, parallelism=1)
+    backend = SlowClockBackend("memory://slow-1", clock, 1.0)  # 1 s per pack of one chunk
+    store = CheckpointStore(
+        backend, MemoryKeyStore(), clock=clock, chunk_size=1000, pack_size=1000, parallelism=1
+    )
     store.create_job_key("j")
     seen: list[Progress] = []
     writer = store.open_writer(
@@ -138,7 +140,9 @@ def test_progress_reports_rate_eta_and_a_missed_deadline() -> None:
 def test_deadline_policy_raise_stops_early() -> None:
     clock = FakeClock()
     backend = SlowClockBackend("memory://slow-2", clock, 1.0)
-    store = CheckpointStore(backend, MemoryKeyStore(), clock=clock, chunk_size=1000, parallelism=1)
+    store = CheckpointStore(
+        backend, MemoryKeyStore(), clock=clock, chunk_size=1000, pack_size=1000, parallelism=1
+    )
     store.create_job_key("j")
     writer = store.open_writer(
         "j", expected_bytes=100_000, deadline=clock.now() + 5.0, deadline_policy="raise"

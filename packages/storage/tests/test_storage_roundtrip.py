@@ -19,7 +19,8 @@ from portal.storage import (
     JobKeyMissingError,
     StorageError,
 )
-from portal.storage.layout import checkpoint_prefix, chunks_prefix
+from portal.storage.format import CHUNK_OVERHEAD
+from portal.storage.layout import checkpoint_prefix, packs_prefix
 
 MakeStore = Callable[..., CheckpointStore]
 CHUNK = 64 * 1024
@@ -130,7 +131,8 @@ def test_dedup_within_one_checkpoint_and_seals(make_store: MakeStore) -> None:
     sealer = seals.index(None)
     assert seals == [None if i == sealer else sealer for i in range(5)]
     assert store.open_reader("j").read_all() == block * 5
-    assert len(store._list(chunks_prefix("j"))) == 1
+    (pack,) = store._list(packs_prefix("j"))  # one pack, holding the block sealed once
+    assert len(store.backend.read_bytes(pack)) == CHUNK + CHUNK_OVERHEAD
 
 
 def test_abort_leaves_incomplete_never_resumed(make_store: MakeStore) -> None:
@@ -173,12 +175,14 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
     from portal.core.testing import FakeClock
 
     clock = FakeClock()
-    store = make_store(kind, chunk_size=CHUNK, clock=clock)
+    store = make_store(kind, chunk_size=CHUNK, pack_size=2 * CHUNK, clock=clock)
     store.create_job_key("j")
-    first = _write(store, "j", _state(4 * CHUNK, seed=1))
+    first = _write(store, "j", _state(4 * CHUNK, seed=1))  # two packs
     clock.advance(10)
-    with store.open_writer("j") as w:  # an abandoned checkpoint: three orphan chunks
+    with store.open_writer("j") as w:  # an abandoned checkpoint: two orphan packs
         w.write(_state(3 * CHUNK, seed=7))
+        w.cut()
+        w._submit_pack()
         for future in w._futures:
             future.result()
     clock.advance(10)
@@ -191,17 +195,18 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
     referenced = {
         f"jobs/j/{c.key}" for ck in (first, second) for c in store.manifest("j", ck).chunks
     }
-    orphans = set(store._list(chunks_prefix("j"))) - referenced
-    assert len(orphans) == 3
+    assert len(referenced) == 4
+    orphans = set(store._list(packs_prefix("j"))) - referenced
+    assert len(orphans) == 2
     report = store.gc("j", dry_run=True)
     assert set(report.deleted_chunks) == orphans and report.dry_run
     report = store.gc("j")
     assert set(report.deleted_chunks) == orphans
-    assert set(store._list(chunks_prefix("j"))) == referenced
+    assert set(store._list(packs_prefix("j"))) == referenced
     assert store.open_reader("j", first).read_all() == _state(4 * CHUNK, seed=1)
 
     report = store.gc("j", keep=1)
-    assert report.deleted_checkpoints == (first,) and len(report.deleted_chunks) == 4
+    assert report.deleted_checkpoints == (first,) and len(report.deleted_chunks) == 2
     assert store.open_reader("j").read_all() == _state(4 * CHUNK, seed=2)
     assert [r.checkpoint_id for r in store.list("j") if r.resumable] == [second]
     with pytest.raises(ValueError, match="at least 1"):
@@ -213,22 +218,50 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
     )
 
 
+def test_gc_keeps_a_pack_while_any_live_checkpoint_points_into_it(make_store: MakeStore) -> None:
+    """A pack with a single chunk still referenced is kept whole, with its dead chunks."""
+    from portal.core.testing import FakeClock
+
+    clock = FakeClock()
+    store = make_store("file", chunk_size=CHUNK, clock=clock)
+    store.create_job_key("j")
+    data = _state(8 * CHUNK, seed=4)
+    first = _write(store, "j", data)  # one pack of eight chunks
+    (first_pack,) = store._list(packs_prefix("j"))
+    clock.advance(10)
+    changed = data[: 7 * CHUNK] + _state(CHUNK, seed=5)  # the last chunk changes
+    second = _write(store, "j", changed)
+    packs = store._list(packs_prefix("j"))
+    assert len(packs) == 2  # the second pack holds only the changed chunk
+    assert len(store.backend.read_bytes(next(p for p in packs if p != first_pack))) == (
+        CHUNK + CHUNK_OVERHEAD
+    )
+    report = store.gc("j", keep=1)
+    assert report.deleted_checkpoints == (first,) and report.deleted_chunks == ()
+    assert store._list(packs_prefix("j")) == packs
+    clock.advance(10)
+    third = _write(store, "j", _state(8 * CHUNK, seed=6))  # shares nothing with the others
+    report = store.gc("j", keep=1)
+    assert report.deleted_checkpoints == (second,) and set(report.deleted_chunks) == set(packs)
+    assert store.open_reader("j", third).read_all() == _state(8 * CHUNK, seed=6)
+
+
 def test_parallel_writer_bounds_memory(make_store: MakeStore) -> None:
-    """At most max_in_flight chunks are pending: write() blocks instead of buffering everything."""
+    """At most max_in_flight packs are pending: write() blocks instead of buffering everything."""
     import threading
 
-    store = make_store("memory", chunk_size=CHUNK, parallelism=2)
+    store = make_store("memory", chunk_size=CHUNK, pack_size=CHUNK, parallelism=2)
     store.create_job_key("j")
     gate = threading.Event()
-    real_put = store._put_chunk
+    real_put = store._put_pack
     peak = {"pending": 0}
 
-    def slow_put(key: str, data: bytes | bytearray) -> None:
+    def slow_put(key: str, data: bytes | bytearray | memoryview) -> None:
         gate.wait(5)
         real_put(key, data)
 
     writer = store.open_writer("j", max_in_flight=3)
-    store._put_chunk = slow_put  # type: ignore[method-assign]
+    store._put_pack = slow_put  # type: ignore[method-assign]
     done = threading.Event()
 
     def produce() -> None:
@@ -248,12 +281,12 @@ def test_parallel_writer_bounds_memory(make_store: MakeStore) -> None:
 
 
 def test_local_chunks_are_made_durable_once_before_the_manifest(tmp_path: Path) -> None:
-    """Chunks are written without waiting for the disk; one sync precedes the manifest."""
+    """Packs are written without waiting for the disk; one sync precedes the manifest."""
     from portal.storage import CheckpointStore
     from portal.storage.keys import FileKeyStore
 
     store = CheckpointStore(
-        str(tmp_path / "store"), FileKeyStore(tmp_path / "keys"), chunk_size=1024
+        str(tmp_path / "store"), FileKeyStore(tmp_path / "keys"), chunk_size=1024, pack_size=2048
     )
     store.create_job_key("j")
     calls: list[str] = []
@@ -273,5 +306,33 @@ def test_local_chunks_are_made_durable_once_before_the_manifest(tmp_path: Path) 
     with store.open_writer("j") as writer:
         writer.write(os.urandom(5000))
         writer.commit()
-    assert calls[-2:] == ["sync:5", "manifest"]
+    assert calls[-2:] == ["sync:3", "manifest"]  # five chunks in three packs
     assert backend._unsynced == set()
+
+
+def test_small_chunks_travel_in_few_large_requests(make_store: MakeStore) -> None:
+    """64 chunks in packs of 16: four writes, and a reader's four ranged reads fetch them all."""
+    store = make_store("memory", chunk_size=4096, pack_size=16 * 4096)
+    store.create_job_key("j")
+    backend = store.backend
+    writes: list[str] = []
+    reads: list[tuple[str, int, int]] = []
+    real_write, real_range = backend.write_bytes, backend.read_range  # type: ignore[attr-defined]
+
+    def write_bytes(key: str, data: bytes) -> None:
+        writes.append(key)
+        real_write(key, data)
+
+    def read_range(key: str, start: int, end: int) -> bytes:
+        reads.append((key, start, end))
+        data: bytes = real_range(key, start, end)
+        return data
+
+    backend.write_bytes = write_bytes  # type: ignore[method-assign]
+    backend.read_range = read_range  # type: ignore[attr-defined]
+    data = _state(64 * 4096, seed=8)
+    _write(store, "j", data)
+    assert len([k for k in writes if "/packs/" in k]) == 4
+    assert store.open_reader("j").read_all() == data
+    assert len(reads) == 4 and all(start == 0 for _, start, _ in reads)
+    assert all(end == 16 * (4096 + CHUNK_OVERHEAD) for _, _, end in reads)

@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any, Final
 
 from portal.capture.image import write_image
+from portal.capture.probe import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
@@ -111,6 +112,9 @@ class Engine:
     :param sigterm_grace: seconds a SIGTERM-requested pause may take before it is abandoned.
     :param before_exit: called just before the paused process exits (close channels).
     :param probe_budget: seconds a checkpoint check may walk the state before it reports partial.
+    :param rehearse: a check also writes a real checkpoint beside ``checkpoint_path`` and deletes
+        it (``capture_probe = full`` on an on-demand machine); its report's ``checked_bytes`` and
+        ``seconds`` are then the rehearsed checkpoint's size on disk and the whole check's time.
     """
 
     def __init__(
@@ -123,6 +127,7 @@ class Engine:
         sigterm_grace: float = 30.0,
         before_exit: Callable[[], None] = lambda: None,
         probe_budget: float = PROBE_BUDGET_S,
+        rehearse: bool = False,
     ) -> None:
         self.context = context
         self.checkpoint_path = Path(checkpoint_path)
@@ -146,6 +151,7 @@ class Engine:
         self._probing_until: float | None = None  # set while a check walks the state
         self._probe_walked = 0  # bytes a check that was stopped had pickled
         self._probe_budget = probe_budget
+        self._rehearse = rehearse
         self.armed = False
 
     # -- arming -----------------------------------------------------------------------------
@@ -348,13 +354,17 @@ class Engine:
             try:
                 self._probing_until = started + self._probe_budget
                 timer.start()
-                result = take_snapshot(frame, position, self.context, keep=False)
+                result = take_snapshot(frame, position, self.context, keep=self._rehearse)
             finally:
                 self._probing_until = None
                 timer.cancel()
+            checked = result.pickle_size
+            if result.image is not None:  # a rehearsal: written whole, measured, deleted
+                checked = rehearse(result.image, rehearsal_path(self.checkpoint_path)).bytes
+                result = result._replace(image=None)
             report = ProbeReport(
                 problems=[ProblemRecord(**p.to_dict()) for p in result.problems],
-                checked_bytes=result.pickle_size,
+                checked_bytes=checked,
                 where=at,
                 seconds=time.monotonic() - started,
             )

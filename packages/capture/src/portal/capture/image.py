@@ -16,13 +16,18 @@ which readers may open the file, and a newer one is refused by name.
 from __future__ import annotations
 
 import importlib.util
+import mmap
 import os
+import queue
+import stat
 import struct
 import sys
 import sysconfig
+import threading
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 import attrs
 import msgspec
@@ -141,28 +146,77 @@ class CheckpointImage:
         )
 
 
+def _image_parts(image: CheckpointImage) -> list[memoryview]:
+    """Everything before the end marker, as flat byte views (buffers are not copied)."""
+    header = _encode_header(image._sealed_header())
+    parts = (MAGIC + _U32.pack(len(header)) + header, image.pickle, *image.buffers)
+    return [memoryview(part).cast("B") for part in parts]
+
+
 def iter_image_chunks(image: CheckpointImage) -> Iterator[bytes | memoryview]:
     """The file's bytes as a stream of chunks; buffers are yielded without copying."""
-    header = _encode_header(image._sealed_header())
     crc = 0
-    for chunk in (MAGIC + _U32.pack(len(header)) + header, image.pickle, *image.buffers):
-        view = memoryview(chunk).cast("B")
+    for view in _image_parts(image):
         crc = zlib.crc32(view, crc)
         yield view
     yield END_MAGIC + _U32.pack(crc)
 
 
+#: Large buffers are written (and checksummed) in slices of this size, so the two overlap.
+WRITE_SLICE = 64 << 20
+
+
+class _CrcThread:
+    """CRC-32 of a byte stream, computed on its own thread while the caller writes the same
+    bytes: zlib and file writes both release the GIL, so the checksum costs no wall time."""
+
+    def __init__(self) -> None:
+        self.crc = 0
+        self._queue: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="portal-image-crc", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while (view := self._queue.get()) is not None:
+                self.crc = zlib.crc32(view, self.crc)
+        except BaseException as exc:  # surfaced by result()
+            self._error = exc
+
+    def feed(self, view: memoryview) -> None:
+        self._queue.put(view)
+
+    def result(self) -> int:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self.crc
+
+
 def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
-    """Write ``image`` to ``path`` atomically (temporary file, fsync, rename); return its size."""
+    """Write ``image`` to ``path`` atomically (temporary file, fsync, rename); return its size.
+
+    The same bytes as :func:`iter_image_chunks`; the checksum runs alongside the writes."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     size = 0
+    crc = _CrcThread()
     try:
         with open(tmp, "wb") as fh:
-            for chunk in iter_image_chunks(image):
-                fh.write(chunk)
-                size += len(chunk)
+            try:
+                for view in _image_parts(image):
+                    for start in range(0, len(view), WRITE_SLICE):
+                        piece = view[start : start + WRITE_SLICE]
+                        crc.feed(piece)
+                        fh.write(piece)
+                        size += len(piece)
+            finally:
+                checksum = crc.result()
+            fh.write(END_MAGIC + _U32.pack(checksum))
+            size += len(END_MAGIC) + 4
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -174,7 +228,14 @@ def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
 
 def read_image(path: str | os.PathLike[str]) -> CheckpointImage:
     """Read and verify a checkpoint file. Buffers come back writable (arrays restored from them
-    stay writable, as they were)."""
+    stay writable, as they were).
+
+    A regular file is *mapped* copy-on-write rather than read: its buffers are views of the
+    mapping, so tensors and arrays restored from them use the file's pages directly (no copy,
+    no second resident copy of the state; a page the program writes becomes its own). The
+    checksum is still verified over every byte first. Files are only ever replaced whole
+    (:func:`write_image` renames), so a mapped checkpoint never changes under the program.
+    """
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed below, errors mapped
     except OSError as exc:
@@ -183,7 +244,53 @@ def read_image(path: str | os.PathLike[str]) -> CheckpointImage:
             "and that this user may read it"
         ) from exc
     with fh:
-        return _read_from(fh, os.fspath(path))
+        mapped = _map(fh)
+        source: _Source = _MappedSource(mapped) if mapped is not None else _FileSource(fh)
+        return _read_from(source, os.fspath(path))
+
+
+def _map(fh: Any) -> mmap.mmap | None:
+    """A private, writable mapping of a regular, non-empty file; None where that cannot be."""
+    try:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
+            return None
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+class _Source(Protocol):
+    def read(self, n: int) -> bytes | memoryview: ...  # up to n bytes
+
+    def exact(self, n: int, path: str, what: str) -> bytearray | memoryview: ...
+
+
+class _FileSource:
+    def __init__(self, fh: Any) -> None:
+        self.fh = fh
+
+    def read(self, n: int) -> bytes:
+        return bytes(self.fh.read(n))
+
+    def exact(self, n: int, path: str, what: str) -> bytearray:
+        return _read_exact(self.fh, n, path, what)
+
+
+class _MappedSource:
+    def __init__(self, mapped: mmap.mmap) -> None:
+        self.view = memoryview(mapped)
+        self.pos = 0
+
+    def read(self, n: int) -> memoryview:
+        chunk = self.view[self.pos : self.pos + n]
+        self.pos += len(chunk)
+        return chunk
+
+    def exact(self, n: int, path: str, what: str) -> memoryview:
+        if self.pos + n > len(self.view):
+            raise _corrupt(path, f"it ends inside the {what} (truncated)")
+        return self.read(n)
 
 
 def _corrupt(path: str, why: str) -> CheckpointCorruptError:
@@ -205,14 +312,14 @@ def _read_exact(fh: object, n: int, path: str, what: str) -> bytearray:
     return buf
 
 
-def _read_from(fh: object, path: str) -> CheckpointImage:
-    prefix = fh.read(len(MAGIC) + 4)  # type: ignore[attr-defined]
+def _read_from(fh: _Source, path: str) -> CheckpointImage:
+    prefix = bytes(fh.read(len(MAGIC) + 4))
     if len(prefix) < len(MAGIC) + 4 or prefix[: len(MAGIC)] != MAGIC:
         raise _corrupt(path, "it does not start with Portal's checkpoint marker")
     (header_len,) = _U32.unpack(prefix[len(MAGIC) :])
     if header_len > _MAX_HEADER:
         raise _corrupt(path, f"its header length ({header_len} bytes) is implausible")
-    raw_header = bytes(_read_exact(fh, header_len, path, "header"))
+    raw_header = bytes(fh.exact(header_len, path, "header"))
     crc = zlib.crc32(raw_header, zlib.crc32(prefix))
     try:
         version = _decode_version(raw_header).format_version
@@ -229,19 +336,19 @@ def _read_from(fh: object, path: str) -> CheckpointImage:
         header = _decode_header(raw_header)
     except msgspec.DecodeError as exc:
         raise _corrupt(path, f"its header is invalid ({exc})") from exc
-    payload = _read_exact(fh, header.pickle_length, path, "state")
+    payload = fh.exact(header.pickle_length, path, "state")
     crc = zlib.crc32(payload, crc)
     buffers = []
     for i, length in enumerate(header.buffer_lengths):
-        buf = _read_exact(fh, length, path, f"buffer {i}")
+        buf = fh.exact(length, path, f"buffer {i}")
         crc = zlib.crc32(buf, crc)
         buffers.append(memoryview(buf))
-    trailer = fh.read(len(END_MAGIC) + 4)  # type: ignore[attr-defined]
+    trailer = bytes(fh.read(len(END_MAGIC) + 4))
     if len(trailer) != len(END_MAGIC) + 4 or trailer[: len(END_MAGIC)] != END_MAGIC:
         raise _corrupt(path, "its end marker is missing (truncated or appended to)")
     if _U32.unpack(trailer[len(END_MAGIC) :])[0] != crc:
         raise _corrupt(path, "its checksum does not match its contents (altered or damaged)")
-    if fh.read(1):  # type: ignore[attr-defined]
+    if len(fh.read(1)):
         raise _corrupt(path, "it has bytes after its end marker")
     return CheckpointImage(header=header, pickle=bytes(payload), buffers=buffers)
 

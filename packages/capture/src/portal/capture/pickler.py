@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import io
 import marshal
 import pickle
@@ -50,12 +51,15 @@ _PROCESS_BOUND: tuple[type, ...] = (threading.Thread, subprocess.Popen)
 _DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
 
 
-def resolve_reducers(reducers: Mapping[str, Reducer]) -> dict[type, Reducer]:
+def resolve_reducers(reducers: Mapping[str, Reducer]) -> dict[Any, Reducer]:
     """Types for the registered names whose modules the program has already imported.
 
     A name whose module is not loaded cannot have instances in the program: skip it, at no cost.
+    A name may also be a generator *function* (``"tqdm.std.tqdm.__iter__"``): generators have no
+    type of their own to key on, so the reducer is keyed by the function's code and receives the
+    suspended generators that code made (a ``for`` loop over ``tqdm(...)`` holds one).
     """
-    resolved: dict[type, Reducer] = {}
+    resolved: dict[Any, Reducer] = {}  # keys: types, and code objects of generator functions
     for name, reducer in reducers.items():
         parts = name.split(".")
         for cut in range(len(parts) - 1, 0, -1):
@@ -67,6 +71,8 @@ def resolve_reducers(reducers: Mapping[str, Reducer]) -> dict[type, Reducer]:
                 obj = getattr(obj, attr, None)
             if isinstance(obj, type):
                 resolved[obj] = reducer
+            elif isinstance(obj, types.FunctionType):
+                resolved[obj.__code__] = reducer
             break
     return resolved
 
@@ -87,10 +93,16 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         reducers: Mapping[type, Reducer] | None = None,
         buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
     ) -> None:
+        # cloudpickle's table is a ChainMap (its reducers, then copyreg's), which the C pickler
+        # looks up through Python for every object without a reducer_override answer: a plain
+        # dict of the same entries, taken now (copyreg's registrations so far included), makes
+        # that lookup a C one (the checkpoint check walks millions of objects). Set before the
+        # C initialiser, which reads the attribute once.
+        self.dispatch_table = dict(cloudpickle.Pickler.dispatch_table)
         super().__init__(file, protocol=5, buffer_callback=buffer_callback)
         self._namespaces = namespaces
         self._user_modules = frozenset(namespaces.values())
-        self._plugin_reducers = dict(reducers or {})
+        self._plugin_reducers: dict[Any, Reducer] = dict(reducers or {})
         self._handlers: dict[type, Callable[[Any], Any] | None] = {}
         self._namespace_refs: dict[str, NamespaceRef] = {}
 
@@ -113,13 +125,15 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         for base in t.__mro__:
             if base in self._plugin_reducers:
                 return self._plugin_reducers[base]
+        if t is types.GeneratorType:
+            return self._reduce_generator
         if t is types.CellType:
             return _reduce_cell
         if t is types.FunctionType:
             return self._reduce_function
         if issubclass(t, type):
             return lambda obj: _DEFAULT  # classes: cloudpickle (by value for user classes)
-        if t is types.ModuleType:
+        if issubclass(t, types.ModuleType):  # module subclasses too (torch.ops is one)
             return self._reduce_module
         if t is types.CodeType:
             return _reduce_code
@@ -140,9 +154,18 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             ref = self._namespace_refs[name] = NamespaceRef(name)
         return ref
 
+    def _reduce_generator(self, gen: types.GeneratorType[Any, Any, Any]) -> Any:
+        reducer = self._plugin_reducers.get(gen.gi_code)
+        if reducer is None:
+            return _DEFAULT  # cloudpickle refuses it by name: the engine reports the problem
+        return reducer(gen)
+
     def _reduce_module(self, obj: types.ModuleType) -> Any:
         if obj.__name__ in self._user_modules and sys.modules.get(obj.__name__) is obj:
             return (_rebuild.user_module, (obj.__name__,))
+        if type(obj) is not types.ModuleType and sys.modules.get(obj.__name__) is obj:
+            # cloudpickle knows plain modules only; an imported subclass is one by name too.
+            return (importlib.import_module, (obj.__name__,))
         return NotImplemented  # installed module: by reference ("imports run again")
 
     def _reduce_lru_cache(self, wrapper: Any) -> Any:
@@ -253,28 +276,40 @@ def dumps(
     keep: bool = True,
 ) -> tuple[bytes, list[memoryview], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
-    and the pickle's size."""
+    and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would
+    hold, which the checkpoint check reports and the placement policies measure)."""
     buffers: list[memoryview] = []
+    buffered = 0
 
     def on_buffer(buf: pickle.PickleBuffer) -> bool:
-        if keep:
-            buffers.append(buf.raw())
-        else:
-            buffers.append(memoryview(b""))
+        nonlocal buffered
+        raw = buf.raw()
+        buffered += raw.nbytes
+        buffers.append(raw if keep else memoryview(b""))
         return False  # out of band
 
     sink: Any = io.BytesIO() if keep else _NullSink()
-    CheckpointPickler(
+    pickler = CheckpointPickler(
         sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer
-    ).dump(obj)
+    )
+    try:
+        pickler.dump(obj)
+    finally:
+        # The handler cache holds bound methods (a cycle through the pickler) and the memo every
+        # object pickled: let both go now, not at some later garbage collection.
+        pickler.clear_memo()
+        pickler._handlers.clear()
     if keep:
         data = sink.getvalue()
-        return data, buffers, len(data)
-    return b"", buffers, sink.size
+        return data, buffers, len(data) + buffered
+    return b"", buffers, sink.size + buffered
 
 
 def pickle_error(
-    obj: object, *, namespaces: Mapping[int, str], reducers: Mapping[type, Reducer] | None
+    obj: object,
+    *,
+    namespaces: Mapping[int, str],
+    reducers: Mapping[type, Reducer] | None,
 ) -> BaseException | None:
     """The error pickling ``obj`` alone raises, or None."""
     try:

@@ -10,7 +10,18 @@ changes to the environment and settings are measured.
 
 from __future__ import annotations
 
-from portal.capture.extensions import environment, logging_state, rng, settings
+from portal.capture.extensions import (
+    arrays,
+    environment,
+    logging_state,
+    loops,
+    rng,
+    settings,
+    signals,
+    tensors,
+    torch_state,
+    workdir,
+)
 from portal.core.hookspecs import hookimpl
 from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
@@ -19,16 +30,29 @@ __all__ = ["portal_capture_extensions", "portal_serializers"]
 
 @hookimpl
 def portal_capture_extensions() -> list[CaptureExtensionSpec]:
-    # Environment first: later restores (a FileHandler's relative path, say) see the program's
-    # own directory and variables.
+    # Restored in this order. The working directory's files first: they are back before a log
+    # handler is re-created in append mode, and paths inside the old directory (the current
+    # directory, a log file's) are mapped into the one the job resumed in (``workdir.relocate``).
+    # The environment next: later restores (a FileHandler's relative path, say) see the
+    # program's own directory and variables.
     return [
+        *workdir.specs(),
         *environment.specs(),
         *rng.specs(),
+        *torch_state.specs(),
+        *loops.specs(),
         *settings.specs(),
+        *signals.specs(),
         *logging_state.specs(),
     ]
 
 
 @hookimpl
 def portal_serializers() -> list[SerializerSpec]:
-    return [*rng.serializer_specs(), *logging_state.serializer_specs()]
+    return [
+        *rng.serializer_specs(),
+        *logging_state.serializer_specs(),
+        *arrays.serializer_specs(),
+        *tensors.serializer_specs(),
+        *loops.serializer_specs(),
+    ]

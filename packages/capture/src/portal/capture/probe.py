@@ -1,16 +1,30 @@
-"""The checkpoint check's primitive: walk the live state exactly as a checkpoint would, keep
-nothing, and return what stands in the way."""
+"""The checkpoint check's primitives: walk the live state exactly as a checkpoint would, keep
+nothing, and return what stands in the way; and, for ``capture_probe = full``, rehearse a real
+checkpoint on this machine's disk (written whole, measured, deleted)."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import time
+from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
+from portal.capture.image import CheckpointImage, write_image
 from portal.capture.problems import Problem
 from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
 from portal.capture.usercode import UserCode
 
-__all__ = ["active_context", "probe", "set_active_context"]
+__all__ = [
+    "Rehearsal",
+    "active_context",
+    "probe",
+    "rehearsal_path",
+    "rehearse",
+    "set_active_context",
+]
 
 _ACTIVE: list[CaptureContext] = []  # runtime singleton: the context of the running script
 
@@ -47,3 +61,32 @@ def probe(
     if isinstance(position, Problem):
         return [position]
     return take_snapshot(frame, position, ctx, keep=False).problems
+
+
+class Rehearsal(NamedTuple):
+    """A rehearsed checkpoint: its size on disk and the time it took to write it."""
+
+    bytes: int
+    seconds: float
+
+
+def rehearsal_path(checkpoint: str | os.PathLike[str]) -> Path:
+    """Where a rehearsal is written: beside the real checkpoint, on the same disk, hidden."""
+    target = Path(checkpoint)
+    return target.with_name(f".{target.name}.rehearsal")
+
+
+def rehearse(image: CheckpointImage, path: str | os.PathLike[str]) -> Rehearsal:
+    """Write ``image`` as a real checkpoint would be written (fsync included), then delete it.
+
+    The most faithful measure of a job's checkpoint: its size on disk with every out-of-band
+    buffer, and the time to write it. It cannot be cut short, which is why the node asks for it
+    on on-demand machines only.
+    """
+    started = time.monotonic()
+    try:
+        size = write_image(image, path)
+        return Rehearsal(size, time.monotonic() - started)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)

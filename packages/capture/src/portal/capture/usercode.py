@@ -64,6 +64,10 @@ class UserCode:
         for name, module in list(sys.modules.items()):
             if name == "__main__" or not isinstance(module, types.ModuleType):
                 continue
-            if self.is_user_file(getattr(module, "__file__", None)):
+            file = getattr(module, "__file__", None)
+            # Imported modules carry absolute paths; a relative ``__file__`` is a library's
+            # synthetic module (``torch.ops`` says "_ops.py"), which must not be mistaken for a
+            # file of the script's directory when the job runs from there.
+            if isinstance(file, str) and os.path.isabs(file) and self.is_user_file(file):
                 found.append((name, module))
         return found

@@ -1,7 +1,9 @@
 """``python -m portal.runtime``: run a script pausable, or resume a paused one.
 
-    python -m portal.runtime run [--checkpoint PATH] [--control SOCKET] SCRIPT [ARGS...]
-    python -m portal.runtime resume [--checkpoint PATH] [--control SOCKET] CHECKPOINT
+    python -m portal.runtime run [--checkpoint PATH] [--control SOCKET] [--probe-rehearsal]
+        SCRIPT [ARGS...]
+    python -m portal.runtime resume [--checkpoint PATH] [--control SOCKET] [--probe-rehearsal]
+        CHECKPOINT
 
 Exit status: the script's own (0, 1 for an uncaught exception, ``sys.exit(n)``), 75 when it was
 paused and its checkpoint written, 65 when Portal refuses (an incompatible interpreter or
@@ -36,6 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get(CONTROL_ENV),
         help=f"Unix socket to listen on for the node's pause requests (env {CONTROL_ENV})",
     )
+    common.add_argument(
+        "--probe-rehearsal",
+        action="store_true",
+        help="each checkpoint check also writes a real checkpoint beside --checkpoint and "
+        "deletes it, reporting its size and time (capture_probe = full, on-demand machines)",
+    )
     run = commands.add_parser("run", parents=[common], help="run SCRIPT with Portal armed")
     run.add_argument(
         "--checkpoint",
@@ -67,9 +75,18 @@ def main(argv: list[str] | None = None) -> int:
                 os.path.splitext(os.path.basename(options.script))[0] + ".portal"
             )
             return run_script(
-                options.script, options.args, checkpoint=checkpoint, control=options.control
+                options.script,
+                options.args,
+                checkpoint=checkpoint,
+                control=options.control,
+                rehearse=options.probe_rehearsal,
             )
-        return resume_script(options.path, checkpoint=options.checkpoint, control=options.control)
+        return resume_script(
+            options.path,
+            checkpoint=options.checkpoint,
+            control=options.control,
+            rehearse=options.probe_rehearsal,
+        )
     except PortalError as exc:
         print(f"portal: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return EXIT_REFUSED

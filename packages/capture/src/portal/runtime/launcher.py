@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from portal.capture import _plugins
 from portal.capture.engine import PROBE_BUDGET_S, Engine, Event
+from portal.capture.extensions.signals import reinstall_after_arming
+from portal.capture.extensions.workdir import set_job_root
 from portal.capture.image import check_interpreter, check_resumable_here, read_image
 from portal.capture.probe import set_active_context
 from portal.capture.resume import RESUMED_CODE, restore
@@ -50,7 +52,9 @@ def _main_module(script: str) -> types.ModuleType:
     return main
 
 
-def _arm(context: CaptureContext, checkpoint: str, control: str | None) -> Engine:
+def _arm(
+    context: CaptureContext, checkpoint: str, control: str | None, *, rehearse: bool = False
+) -> Engine:
     try:
         channel = ControlChannel(control) if control else None
     except OSError as exc:
@@ -71,6 +75,7 @@ def _arm(context: CaptureContext, checkpoint: str, control: str | None) -> Engin
         notify=notify,
         sigterm_grace=grace,
         probe_budget=float(os.environ.get(PROBE_BUDGET_ENV, PROBE_BUDGET_S)),
+        rehearse=rehearse,
         before_exit=channel.close if channel else (lambda: None),
     )
     engine.arm()
@@ -107,9 +112,18 @@ def _execute(code: CodeType, namespace: dict[str, Any]) -> int:
     return 0
 
 
-def run_script(script: str, args: list[str], *, checkpoint: str, control: str | None = None) -> int:
-    """Run ``script`` with ``args`` as ``python script args`` would, pausable."""
+def run_script(
+    script: str,
+    args: list[str],
+    *,
+    checkpoint: str,
+    control: str | None = None,
+    rehearse: bool = False,
+) -> int:
+    """Run ``script`` with ``args`` as ``python script args`` would, pausable. ``rehearse``:
+    each checkpoint check also rehearses a real checkpoint (``capture_probe = full``)."""
     check_interpreter()
+    set_job_root(os.getcwd())  # the job's working directory: its files travel
     path = os.path.abspath(script)
     try:
         with open(path, "rb") as fh:
@@ -133,7 +147,7 @@ def run_script(script: str, args: list[str], *, checkpoint: str, control: str | 
         extensions=_plugins.load_capture_extensions(),
         resumed=RESUMED_CODE,
     )
-    engine = _arm(context, checkpoint, control or os.environ.get(CONTROL_ENV))
+    engine = _arm(context, checkpoint, control or os.environ.get(CONTROL_ENV), rehearse=rehearse)
     try:
         return _execute(code, main.__dict__)
     finally:
@@ -141,10 +155,15 @@ def run_script(script: str, args: list[str], *, checkpoint: str, control: str | 
 
 
 def resume_script(
-    checkpoint_in: str, *, checkpoint: str | None = None, control: str | None = None
+    checkpoint_in: str,
+    *,
+    checkpoint: str | None = None,
+    control: str | None = None,
+    rehearse: bool = False,
 ) -> int:
     """Continue the program saved in ``checkpoint_in`` from the statement after its pause."""
     check_interpreter()
+    set_job_root(os.getcwd())  # before entering the old directory: files go here
     image = read_image(checkpoint_in)
     check_resumable_here(image.header, checkpoint_in)
     header = image.header
@@ -164,7 +183,13 @@ def resume_script(
         extensions=extensions,
         resumed=RESUMED_CODE,
     )
-    engine = _arm(context, checkpoint or checkpoint_in, control or os.environ.get(CONTROL_ENV))
+    engine = _arm(
+        context,
+        checkpoint or checkpoint_in,
+        control or os.environ.get(CONTROL_ENV),
+        rehearse=rehearse,
+    )
+    reinstall_after_arming()  # a SIGTERM handler of the program's own wins, as it did
     try:
         return _execute(restored.module_code, restored.main_namespace)
     finally:

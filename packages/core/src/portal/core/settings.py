@@ -16,9 +16,12 @@ import attrs
 
 from portal.core.errors import InvalidSettingError
 
-__all__ = ["PROBE_MODES", "Settings"]
+__all__ = ["CLOUDS", "PROBE_MODES", "Settings"]
 
 PROBE_MODES = ("on", "full", "off")
+#: Where ``portal resume`` and ``portal move`` find offers: this machine only, or the simulated
+#: cloud (local node processes standing in for machines; see ``portal.sim``).
+CLOUDS = ("local", "simulated")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -31,6 +34,13 @@ def _probe_mode(value: Any) -> str:
         text = "off"
     if text not in PROBE_MODES:
         raise ValueError(f"expected one of {', '.join(PROBE_MODES)}")
+    return text
+
+
+def _cloud(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in CLOUDS:
+        raise ValueError(f"expected one of {', '.join(CLOUDS)}")
     return text
 
 
@@ -55,6 +65,15 @@ def _boolean(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+def _control_db(value: Any) -> str:
+    text = str(value).strip()
+    if text.lower() == "sqlite":
+        return "sqlite"
+    if text.startswith(("postgresql://", "postgres://")):
+        return text
+    raise ValueError("expected sqlite (the embedded default) or a postgresql:// URL")
+
+
 def _text(value: Any) -> str:
     text = str(value).strip()
     if not text:
@@ -71,6 +90,11 @@ _SCHEMA: dict[str, tuple[str | None, Callable[[Any], Any], Any]] = {
     "capture_probe_every_s": ("PORTAL_CAPTURE_PROBE_EVERY_S", _positive_float, None),
     "notice_default_s": ("PORTAL_NOTICE_DEFAULT_S", _positive_float, 120.0),
     "spot.move_when_over": (None, _boolean, True),
+    "cloud": ("PORTAL_CLOUD", _cloud, "local"),
+    "simulated_cloud_data": ("PORTAL_SIMULATED_CLOUD_DATA", _text, None),
+    # Where the control plane keeps jobs and events: ``sqlite`` (a file under PORTAL_HOME) or a
+    # PostgreSQL server shared by many machines (``postgresql://user@host:port/db``).
+    "control_db": ("PORTAL_CONTROL_DB", _control_db, "sqlite"),
 }
 
 
@@ -84,6 +108,9 @@ class Settings:
     capture_probe_every_s: float
     notice_default_s: float
     spot_move_when_over: bool
+    cloud: str = "local"
+    simulated_cloud_data: str | None = None
+    control_db: str = "sqlite"
 
     @classmethod
     def load(
@@ -128,4 +155,7 @@ class Settings:
             capture_probe_every_s=every_s,
             notice_default_s=resolved["notice_default_s"],
             spot_move_when_over=resolved["spot.move_when_over"],
+            cloud=resolved["cloud"],
+            simulated_cloud_data=resolved["simulated_cloud_data"],
+            control_db=resolved["control_db"],
         )

@@ -44,7 +44,9 @@ __all__ = [
 ]
 
 #: Current version of the checkpoint manifest format. Readers accept this and every older one.
-MANIFEST_FORMAT = 1
+#: 1: one stored object per chunk. 2: chunks may be stored packed, several to an object
+#: (``ChunkEntry.offset``); a format-1 reader would misread those, so it is told to upgrade.
+MANIFEST_FORMAT = 2
 
 
 class _Wire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -127,18 +129,25 @@ class ChunkEntry(_Wire, frozen=True, kw_only=True):
     # checkpoint, this index". Added for portal-storage (manifest format 1 readers ignore it).
     sealed_in: str | None = None
     sealed_index: int | None = None
+    # Where the sealed chunk starts inside the object ``key`` when several chunks are packed into
+    # one object (manifest format 2); None: the object holds this chunk alone (format 1).
+    offset: int | None = None
 
 
 class Manifest(_Wire, frozen=True, kw_only=True):
     """Written last: a checkpoint without its manifest is incomplete and never resumed."""
 
-    format: int = MANIFEST_FORMAT
+    # A manifest that does not say its format is format 1 (its writer left the field out at its
+    # default); writers always write it (portal-storage's ``_manifest_json``).
+    format: int = 1
     job_id: str
     checkpoint_id: str
     created_at: float
     chunks: list[ChunkEntry] = []
     total_size: int = 0
     fingerprint: str = ""  # keyed fingerprint of the whole plaintext stream
+    # How chunk fingerprints were computed; absent means what the first release used.
+    fingerprint_algorithm: str = "hmac-sha256"
     parent: str | None = None  # the previous checkpoint (chunks shared with it are not re-sent)
     python: str = ""  # e.g. "cpython-3.11"
     summary: dict[str, Any] = {}  # what the state holds and how large

@@ -22,10 +22,12 @@ _MB = 1_000_000
 
 
 def size(n_bytes: float) -> str:
-    """``12.0 GB``; under a gigabyte, ``512 MB``."""
+    """``12.0 GB``; under a gigabyte, ``512 MB``; under a megabyte, ``15.3 kB`` (never ``0 MB``)."""
     if n_bytes >= _GB:
         return f"{n_bytes / _GB:.1f} GB"
-    return f"{n_bytes / _MB:.0f} MB"
+    if n_bytes >= _MB:
+        return f"{n_bytes / _MB:.0f} MB"
+    return f"{n_bytes / 1000:.1f} kB"
 
 
 def notice(seconds: float) -> str:

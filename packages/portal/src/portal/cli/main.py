@@ -1,4 +1,4 @@
-"""``portal``: run, notice, status, wait, logs, explain, resume, jobs, cancel.
+"""``portal``: run, notice, status, wait, logs, explain, resume, jobs, cancel; console, mcp.
 
 Attached ``run``/``resume`` pass the program's stdout to stdout and its stderr to stderr,
 unchanged; Portal's own notes go to stderr only, prefixed ``portal:``. Exit status: the
@@ -13,20 +13,22 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from portal.control import wording
-from portal.control.carry import CARRY_EVENTS, carry_state
-from portal.control.liveness import reconcile
+from portal.cli.placement import Placement, local_only
+from portal.cli.progress import ProgressLine
+from portal.control import silence, wording
+from portal.control.lineage import superseded_attempts
 from portal.control.plane import ControlPlane
+from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
 from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
+from portal.node.launch import launch_node
 
 __all__ = ["main"]
 
@@ -42,51 +44,19 @@ def note(text: str) -> None:
 class Cli:
     def __init__(self) -> None:
         self.plane = ControlPlane()
-        self._store: Any = None
+        self.views = JobViews(self.plane)  # what status, explain (and the console) show
 
     @property
     def store(self) -> Any:
-        if self._store is None:
-            from portal.storage import CheckpointStore, resolve_key_store
-
-            self._store = CheckpointStore(
-                self.plane.settings.storage_url, resolve_key_store(str(self.plane.home))
-            )
-        return self._store
+        return self.views.store
 
     def job(self, ref: str) -> Job:
-        job = self.plane.job(ref)
-        latest = None
-        if job.state in (JobState.RUNNING, JobState.PAUSING):
-            latest = self.store.latest_complete(job.id)
-        return reconcile(self.plane, job, latest)
+        return self.views.job(ref)
 
     # --- starting attempts ----------------------------------------------------------------------
 
     def _spawn_node(self, job: Job, *, resume_from: str | None) -> int:
-        attempt = self.plane.store.start_attempt(
-            job.id, machine="local", at=self.plane.clock.now(), resumed_from=resume_from
-        )
-        directory = self.plane.paths(job.id).attempt(attempt.number)
-        directory.mkdir(parents=True, exist_ok=True)
-        for name in ("stdout", "stderr"):
-            (directory / name).touch()
-        command = [sys.executable, "-m", "portal.node", job.id, str(attempt.number)]
-        if resume_from:
-            command += ["--resume", resume_from]
-        env = dict(os.environ)
-        env["PORTAL_HOME"] = str(self.plane.home)
-        with (directory / "node.log").open("ab") as log:
-            subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                start_new_session=True,
-                cwd=job.workdir,
-            )
-        return attempt.number
+        return launch_node(self.plane, job, resume_from=resume_from)
 
     def run(self, options: argparse.Namespace) -> int:
         script = Path(options.script)
@@ -108,13 +78,10 @@ class Cli:
 
     def resume(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
-        if options.gpu or options.on:
+        placement = Placement(self)
+        if (options.gpu or options.on) and not placement.enabled:
             what = f"--gpu {options.gpu}" if options.gpu else f"--on {options.on}"
-            raise InvalidArgumentError(
-                f"{what}: this Portal places jobs on this machine only (local, no GPU offers "
-                "installed); placing on another machine needs a cloud provider's offers. Resume "
-                f"here with `portal resume {options.job}`"
-            )
+            raise local_only(what, options.job)
         if job.state is not JobState.SUSPENDED:
             raise InvalidArgumentError(
                 f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
@@ -126,6 +93,8 @@ class Cli:
                 f"job {job.id} has no complete checkpoint to resume from; `portal status "
                 f"{options.job}` lists what it has"
             )
+        if placement.enabled:
+            return placement.resume(job, ref, options)
         if options.plan:
             for line in self._plan_lines(job, ref, no_spot=options.no_spot):
                 print(line)
@@ -153,6 +122,9 @@ class Cli:
             "D8 would resume on this machine (local, on-demand: no notice to fit)",
         ]
 
+    def move(self, options: argparse.Namespace) -> int:
+        return Placement(self).move(self.job(options.job), options)
+
     # --- following output -----------------------------------------------------------------------
 
     def follow(self, job: Job, attempt: int) -> int:
@@ -160,6 +132,8 @@ class Cli:
         paths = self.plane.paths(job.id)
         out, err = _Tail(paths.stdout(attempt)), _Tail(paths.stderr(attempt))
         seen_events = max((seq for seq, _ in self.plane.store.events(job.id)), default=0)
+        bar = ProgressLine(sys.stderr)
+        refused = False  # the runtime refused: a Portal error, not the script's exit code
         while True:
             job = self.job(job.id)
             current = self.plane.store.attempts(job.id)[attempt - 1]
@@ -168,11 +142,16 @@ class Cli:
             err.copy(sys.stderr)
             for seq, event in self.plane.store.events(job.id, after=seen_events):
                 seen_events = seq
-                if event.kind in _NOTED:
+                refused = refused or event.kind == "portal-error"
+                if event.kind == "upload-progress":
+                    bar.update(event.data)
+                elif event.kind in _NOTED:
+                    bar.end()
                     note(event.message)
             if ended:
                 break
             time.sleep(0.05)
+        bar.end()
         out.copy(sys.stdout)
         err.copy(sys.stderr)
         if current.state is AttemptState.SUSPENDED:
@@ -180,6 +159,8 @@ class Cli:
             return EXIT_SUSPENDED
         if current.state is AttemptState.LOST:
             return EXIT_SUSPENDED if job.state is JobState.SUSPENDED else EXIT_PORTAL
+        if refused:
+            return EXIT_PORTAL
         return current.exit_code if current.exit_code is not None else EXIT_PORTAL
 
     # --- reading -------------------------------------------------------------------------------
@@ -190,6 +171,8 @@ class Cli:
             raise InvalidArgumentError(
                 f"job {job.id} is {job.state}: a notice goes to a running job's machine"
             )
+        # A notice asks for a suspend: refused while the node is silent, in the rules' words.
+        silence.refuse_while_silent(self.plane, job, f"suspending job {job.id}")
         seconds = (
             options.seconds if options.seconds is not None else self.plane.settings.notice_default_s
         )
@@ -198,38 +181,7 @@ class Cli:
         return 0
 
     def status_data(self, job: Job) -> dict[str, Any]:
-        attempts = self.plane.store.attempts(job.id)
-        latest = self.store.latest_complete(job.id)
-        heard = self.plane.store.last_heard(job.id)
-        return {
-            "job": job.id,
-            "name": job.name,
-            "state": str(job.state),
-            "script": job.script,
-            "args": list(job.args),
-            "workdir": job.workdir,
-            "attempts": [
-                {
-                    "number": a.number,
-                    "machine": a.machine,
-                    "state": str(a.state),
-                    "started_at": a.started_at,
-                    "ended_at": a.ended_at,
-                    "exit_code": a.exit_code,
-                    "resumed_from": a.resumed_from,
-                }
-                for a in attempts
-            ],
-            "last_checkpoint": None
-            if latest is None
-            else {
-                "id": latest.checkpoint_id,
-                "bytes": latest.size_bytes,
-                "created_at": latest.created_at,
-            },
-            "last_heard": heard,
-            "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
-        }
+        return self.views.status(job)
 
     def status(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
@@ -240,7 +192,7 @@ class Cli:
         print(f"job       {job.id}" + (f" ({job.name})" if job.name else ""))
         print(f"state     {job.state}")
         print(f"script    {job.script} {' '.join(job.args)}".rstrip())
-        print(f"workdir   {job.workdir}")
+        print(f"workdir   {data['workdir']}")
         print(f"attempts  {len(data['attempts'])}")
         for a in data["attempts"]:
             code = "" if a["exit_code"] is None else f", exit {a['exit_code']}"
@@ -253,6 +205,10 @@ class Cli:
             )
         else:
             print("checkpoint none complete")
+        for partial in data.get("incomplete_checkpoints", []):
+            print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
+        if data.get("waiting_for"):
+            print(f"silent    {data['waiting_for']}")
         carry = data["carry"]
         if carry["ok"] is None:
             print("carry     not checked yet")
@@ -283,10 +239,17 @@ class Cli:
         while True:
             attempts = self.plane.store.attempts(job.id)
             if number > len(attempts):
+                if options.follow and job.state is JobState.SUSPENDED:
+                    note(f"job {job.id} is suspended; resume it with `{wording.resume_hint(job)}`")
                 if not options.follow or job.state.is_final or job.state is JobState.SUSPENDED:
                     return 0
                 time.sleep(0.1)
                 job = self.job(job.id)
+                continue
+            skipped = superseded_attempts(self.plane, job).get(number)
+            if skipped is not None:  # its work was done again: its output would show twice
+                note(skipped)
+                number += 1
                 continue
             out, err = _Tail(paths.stdout(number)), _Tail(paths.stderr(number))
             while True:
@@ -315,33 +278,8 @@ class Cli:
 
     def explain(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
-        events = [e for _, e in self.plane.store.events(job.id)]
-        notices = [e for e in events if e.kind == "notice"]
-        print(f"job {job.id}: {len(notices)} notice(s)")
-        if not notices:
-            print("  no notice so far")
-        index = 0
-        for event in events:
-            if event.kind == "notice":
-                index += 1
-                print(f"notice {index} at {wording.clock_time(event.at)}: {event.message}")
-                print(
-                    f"  figures: provider {event.data.get('provider')}, source "
-                    f"{event.data.get('source')}, notice {event.data.get('notice_s', 0):.0f} s,"
-                    f" deadline {wording.clock_time(float(event.data.get('deadline', 0)))}"
-                )
-            elif index and event.kind in _EXPLAINED:
-                print(f"  {wording.clock_time(event.at)} {event.kind}: {event.message}")
-        checks = [e for e in events if e.kind in CARRY_EVENTS]
-        print(f"checkpoint check: {len(checks)} decision(s)")
-        for event in checks:
-            # The warning is a warn decision of the checkpoint policy on this (local,
-            # on-demand) machine; on a spot machine the spec files it under policy spot.
-            decision = "warn" if event.kind in _CARRY_NOTED else "info"
-            print(
-                f"  {decision} (checkpoint) at {wording.clock_time(event.at)}, "
-                f"{event.kind}: {event.message}"
-            )
+        for line in explain_lines(self.views.explain(job)):
+            print(line)
         return 0
 
     def jobs(self, options: argparse.Namespace) -> int:
@@ -383,8 +321,30 @@ class Cli:
         note(f"job {job.id} cancelled (its checkpoints are kept)")
         return 0
 
+    # --- the console and the MCP server (the portal-console distribution) -----------------------
 
-_CARRY_NOTED = {"carry-warning", "carry-blocked"}
+    def console(self, options: argparse.Namespace) -> int:
+        return int(_console_part("web").serve(self.views, port=options.port, announce=note))
+
+    def mcp(self, options: argparse.Namespace) -> int:
+        return int(_console_part("mcp_server").serve(self.views))
+
+
+def _console_part(name: str) -> Any:
+    """A module of ``portal.console``, imported only when its command runs: the console and
+    the MCP server are a separate distribution, so ``portal`` works without their web stack."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("portal.console") is None:
+        raise InvalidArgumentError(
+            "the console and the MCP server are not installed: they come with the "
+            "portal-console package; install it with `pip install portal-console`"
+        )
+    return importlib.import_module(f"portal.console.{name}")
+
+
+_CARRY_NOTED = CARRY_WARNINGS
 _NOTED = {
     *_CARRY_NOTED,
     "carry-ok",
@@ -396,19 +356,11 @@ _NOTED = {
     "uploaded",
     "upload-failed",
     "node-died",
-}
-_EXPLAINED = {
-    "pausing",
-    "deferred",
-    "paused",
-    "pause-abandoned",
-    "pause-failed",
-    "uploaded",
-    "upload-failed",
-    "suspended",
-    "notice-withdrawn",
-    "node-died",
-    "resuming",
+    "reported-late",
+    "portal-error",
+    "silent",
+    "lost",
+    "lost-machine",
 }
 
 
@@ -467,8 +419,16 @@ def _parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
     sub.add_parser("jobs", help="a table of jobs")
+    move = sub.add_parser("move", help="pause a running job and resume it on another machine")
+    move.add_argument("job", metavar="JOB")
+    move.add_argument("--on", metavar="SPEC")
+    move.add_argument("--no-spot", action="store_true")
+    move.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
     cancel = sub.add_parser("cancel", help="stop a job for good (its checkpoints are kept)")
     cancel.add_argument("job", metavar="JOB")
+    console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
+    console.add_argument("--port", type=int, default=8470, metavar="P", help="default 8470")
+    sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
     return parser
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import attrs
 
-from portal.control.store import SqliteControlStore, new_job_id
+from portal.control.select import open_control_store
+from portal.control.store import new_job_id
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Event, Job, JobState
 from portal.core.plugins import Plugins
@@ -55,12 +56,16 @@ class ControlPlane:
         *,
         clock: Clock = SYSTEM_CLOCK,
         plugins: Plugins | None = None,
+        busy_timeout_s: float = 30.0,
     ) -> None:
+        """``busy_timeout_s``: how long a write waits for another writer. The node gives a short
+        one, so that a notice never waits long on a stuck control plane (its journal keeps the
+        reports instead)."""
         self.settings = settings or Settings.load()
         self.clock = clock
         self.home = self.settings.home
         self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.store = SqliteControlStore(self.home / "portal.db")
+        self.store = open_control_store(self.settings, busy_timeout_s=busy_timeout_s)
         self._plugins = plugins
 
     @property
@@ -109,13 +114,18 @@ class ControlPlane:
         **fields: Any,
     ) -> Event:
         """Append an event to the job's log and tell ``portal_event`` observers."""
-        event = Event(
-            job_id=job_id,
-            at=self.clock.now(),
-            kind=kind,
-            message=message,
-            data={**(data or {}), **fields},
+        return self.append(
+            Event(
+                job_id=job_id,
+                at=self.clock.now(),
+                kind=kind,
+                message=message,
+                data={**(data or {}), **fields},
+            )
         )
+
+    def append(self, event: Event) -> Event:
+        """Append an event made earlier (a node's backlog keeps each event's own time)."""
         self.store.append_event(event)
         self.plugins.emit(event)
         return event

@@ -60,6 +60,9 @@ class ControlStore(Protocol):
     def last_heard(self, job_id: str) -> float | None: ...
     def append_event(self, event: Event) -> int: ...
     def events(self, job_id: str, *, after: int = 0) -> list[tuple[int, Event]]: ...
+    def record_reclaim(self, pool: str, at: float, machine: str) -> None: ...
+    def reclaims(self, since: float) -> list[tuple[str, float]]: ...
+    def close(self) -> None: ...
 
 
 _SCHEMA = """
@@ -94,14 +97,20 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id, seq);
+CREATE TABLE IF NOT EXISTS reclaims (
+    pool TEXT NOT NULL,
+    at REAL NOT NULL,
+    machine TEXT NOT NULL
+);
 """
 
 
 class SqliteControlStore:
     """The embedded default: one SQLite file, one connection per thread."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
         self.path = Path(path)
+        self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._conn().executescript(_SCHEMA)  # idempotent; executescript commits on its own
@@ -109,7 +118,7 @@ class SqliteControlStore:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -240,6 +249,8 @@ class SqliteControlStore:
         self, job_id: str, *, machine: str, at: float, resumed_from: str | None = None
     ) -> Attempt:
         with self._tx() as db:
+            if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
+                raise JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
             (last,) = db.execute(
                 "SELECT coalesce(max(number), 0) FROM attempts WHERE job_id = ?", (job_id,)
             ).fetchone()
@@ -249,7 +260,11 @@ class SqliteControlStore:
                 (job_id, last + 1, machine, at, str(AttemptState.RUNNING), resumed_from),
             )
             db.execute("UPDATE jobs SET last_heard = ? WHERE id = ?", (at, job_id))
-        return self.attempts(job_id)[-1]
+            # This attempt, not the job's last one: another process may have started one since.
+            row = db.execute(
+                "SELECT * FROM attempts WHERE job_id = ? AND number = ?", (job_id, last + 1)
+            ).fetchone()
+        return self._attempt(row)
 
     def end_attempt(
         self, job_id: str, number: int, *, state: AttemptState, at: float, exit_code: int | None
@@ -260,7 +275,16 @@ class SqliteControlStore:
                 "WHERE job_id = ? AND number = ?",
                 (str(state), at, exit_code, job_id, number),
             )
-        return next(a for a in self.attempts(job_id) if a.number == number)
+            row = db.execute(
+                "SELECT * FROM attempts WHERE job_id = ? AND number = ?", (job_id, number)
+            ).fetchone()
+        if row is None:
+            raise InvalidArgumentError(
+                f"job {job_id!r} has no attempt {number}: `portal status {job_id}` lists its "
+                "attempts",
+                details={"job": job_id, "attempt": number},
+            )
+        return self._attempt(row)
 
     def attempts(self, job_id: str) -> list[Attempt]:
         rows = (
@@ -303,6 +327,24 @@ class SqliteControlStore:
             )
             for r in rows
         ]
+
+    # --- reclaims (pools left out of new placements) ----------------------------------------
+
+    def record_reclaim(self, pool: str, at: float, machine: str) -> None:
+        """A machine of ``pool`` was reclaimed at ``at``: placements leave the pool out a while."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO reclaims (pool, at, machine) VALUES (?, ?, ?)", (pool, at, machine)
+            )
+
+    def reclaims(self, since: float) -> list[tuple[str, float]]:
+        """Every ``(pool, at)`` reclaimed at or after ``since``, oldest first."""
+        rows = (
+            self._conn()
+            .execute("SELECT pool, at FROM reclaims WHERE at >= ? ORDER BY at", (since,))
+            .fetchall()
+        )
+        return [(r["pool"], r["at"]) for r in rows]
 
 
 def _dumps(data: Any) -> str:

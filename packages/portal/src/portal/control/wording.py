@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from portal.core.domain import Job, Notice
 from portal.core.wire import ProblemRecord
@@ -25,11 +26,14 @@ __all__ = [
     "pause_unreachable",
     "paused",
     "pausing",
+    "portal_error",
     "rebalance",
+    "reported_late",
     "restoring",
     "started",
     "suspended",
     "upload_failed",
+    "upload_progress",
     "uploaded",
     "watching",
 ]
@@ -85,6 +89,13 @@ def pausing(deadline: float, machine_deadline: float) -> str:
     )
 
 
+def pause_waiting(deadline: float) -> str:
+    return (
+        "the job's process is still starting (restoring its state): the pause is asked the "
+        f"moment it listens, by {clock_time(deadline)}"
+    )
+
+
 def pause_unreachable() -> str:
     return (
         "the job's process does not answer pause requests (it may still be starting): its "
@@ -119,8 +130,26 @@ def paused(where: str, n: int) -> str:
     return f"paused at {where}: checkpoint of {size(n)} written"
 
 
-def uploaded(n: int, seconds: float) -> str:
-    return f"checkpoint uploaded: {size(n)} in {seconds:.1f} s, encrypted with the job's key"
+def uploaded(n: int, seconds: float, *, streamed: bool = False) -> str:
+    how = ", streamed while it was written" if streamed else ""
+    return f"checkpoint uploaded: {size(n)} in {seconds:.1f} s{how}, encrypted with the job's key"
+
+
+def upload_progress(progress: Any) -> str:
+    """One line of a :class:`portal.storage.Progress`: done, total, rate, time left."""
+    total = f" of {size(progress.expected_bytes)}" if progress.expected_bytes else ""
+    rate = f", {size(progress.rate_bps)}/s" if progress.rate_bps else ""
+    eta = f", {progress.eta_s:.0f} s left" if progress.eta_s is not None else ""
+    late = " (the projection says it will miss the deadline)" if progress.will_miss_deadline else ""
+    return f"uploading the checkpoint: {size(progress.bytes_done)}{total}{rate}{eta}{late}"
+
+
+def reported_late(since: float, now: float, kept: int) -> str:
+    return (
+        f"the control plane could not be reached from {clock_time(since)} to {clock_time(now)}: "
+        f"the node carried on alone and kept {kept} report(s), recorded now with their own "
+        "times"
+    )
 
 
 def upload_failed(exc: BaseException, path: Path) -> str:
@@ -139,6 +168,10 @@ def suspended(job: Job, checkpoint_id: str, n: int) -> str:
 
 def restoring(checkpoint_id: str, n: int, seconds: float) -> str:
     return f"checkpoint {checkpoint_id} ({size(n)}) downloaded and verified in {seconds:.1f} s"
+
+
+def portal_error(code: str, message: str) -> str:
+    return f"Portal could not run the script (Portal's error, not the script's): {message} [{code}]"
 
 
 def done(job: Job) -> str:
@@ -217,3 +250,24 @@ def _reason(r: ProblemRecord) -> str:
     if r.kind == "position":
         return f"{r.reason} (at {at})"
     return f"it holds {r.name} ({r.type_name}: {r.reason}) (at {at})"
+
+
+def no_rehearsal(purchase: str) -> str:
+    """The job's event when ``capture_probe = full`` cannot rehearse here (the spec's words)."""
+    why = (
+        "this is a spot machine"
+        if purchase == "spot"
+        else "the node was not told this machine's purchase model"
+    )
+    return (
+        "capture_probe is full, but the checkpoint check runs without its rehearsal here: the "
+        "rehearsal runs on on-demand machines only, as a real checkpoint cannot be cut short, "
+        f"and {why}. The check itself still runs."
+    )
+
+
+def rehearsed(where: str, size_bytes: int, seconds: float) -> str:
+    return (
+        f"The checkpoint check rehearsed a real checkpoint on this machine's disk: "
+        f"{size(size_bytes)} written in {seconds:.1f} s, then deleted (at {where})."
+    )

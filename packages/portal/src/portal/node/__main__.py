@@ -1,4 +1,5 @@
-"""``python -m portal.node JOB ATTEMPT [--resume CHECKPOINT]``: the node of one attempt.
+"""``python -m portal.node JOB ATTEMPT [--resume CHECKPOINT] [--workdir DIR]``: the node of one
+attempt.
 
 Started by ``portal run`` / ``portal resume`` in its own session, so it outlives the CLI.
 """
@@ -10,7 +11,7 @@ import logging
 import sys
 
 from portal.control.plane import ControlPlane
-from portal.node.supervisor import Node
+from portal.node.supervisor import CONTROL_TIMEOUT_S, Node
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,14 +19,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job")
     parser.add_argument("attempt", type=int)
     parser.add_argument("--resume", metavar="CHECKPOINT")
+    parser.add_argument(
+        "--workdir", metavar="DIR", help="run the job here (default: the job's own directory)"
+    )
     options = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    plane = ControlPlane()
-    node = Node(plane, options.job, options.attempt, resume_from=options.resume)
+    plane = ControlPlane(busy_timeout_s=CONTROL_TIMEOUT_S)
+    node = Node(
+        plane, options.job, options.attempt, resume_from=options.resume, workdir=options.workdir
+    )
     try:
         node.run()
     except Exception as exc:

@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,9 +22,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import attrs
 from msgspec import to_builtins
 
 from portal.control import wording
+from portal.control.backlog import BACKLOG_NAME, apply_entry
 from portal.control.carry import problem_key
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
@@ -39,16 +42,29 @@ from portal.core.wire import (
     ProblemRecord,
     RuntimeEvent,
 )
+from portal.node.journal import Journal
+from portal.node.measure import child_pids
 from portal.node.runtime_link import RuntimeLink, control_socket_path
+from portal.node.stream import CheckpointStream
 from portal.node.watch import NoticeWatcher, open_sources
+from portal.sim.outgrow import SpotWatch
 
 __all__ = ["EXIT_PAUSED", "Node", "pause_deadline"]
 
 log = logging.getLogger("portal.node")
 
 EXIT_PAUSED = 75
+#: The runtime's exit status when Portal refuses to run or resume (``portal.runtime``).
+EXIT_REFUSED = 65
+_REFUSAL = re.compile(r"^portal: error \[(?P<code>[A-Z][A-Z0-9_]*)\]: (?P<message>.*)$")
 SAVE_RESERVE_S = 60.0  # the spec: the last minute of the notice is kept for saving and uploading
 HEARTBEAT_S = 5.0
+#: How often the node reports upload progress to the control plane (a modest rate: the event log
+#: keeps every one).
+PROGRESS_EVERY_S = 1.0
+#: How long one write to the control plane may wait before the node counts it unreachable and
+#: keeps its reports in the journal (a notice must not wait on it).
+CONTROL_TIMEOUT_S = 2.0
 #: A job whose checkpoint check finds no pause point for this long is reported blocked (the
 #: spec's 30 s); the environment variable sets it for tests.
 BLOCKED_AFTER_ENV = "PORTAL_CAPTURE_BLOCKED_AFTER_S"
@@ -85,10 +101,13 @@ class Node:
         resume_from: str | None = None,
         environ: Mapping[str, str] | None = None,
         store_factory: Callable[[], Any] | None = None,
+        workdir: str | None = None,
     ) -> None:
         self.plane = plane
         self.clock = plane.clock
         self.job = plane.job(job_id)
+        # Where this attempt's process runs: the job's directory, or a machine's own.
+        self.workdir = workdir or self.job.workdir
         self.attempt = attempt
         self.resume_from = resume_from
         self.environ = dict(os.environ if environ is None else environ)
@@ -99,12 +118,21 @@ class Node:
         self.socket_path = control_socket_path(job_id, attempt)
         self._store_factory = store_factory
         self._store: Any = None
-        self._backlog: list[tuple[str, str, dict[str, Any]]] = []
+        self._journal = Journal(self.dir / BACKLOG_NAME, self._deliver)
+        self._stream: CheckpointStream | None = None
+        self._progress_at = 0.0
         self._notice: Notice | None = None
+        # A pause asked for while the job's process was not listening yet (a resume still
+        # restoring a large state): asked the moment it listens, until this deadline.
+        self._pause_waiting: float | None = None
         self._problems_seen: set[str] = set()
         self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
+        self._purchase = purchase_model(self._machine, self.environ)
+        self._probe.rehearse = self._probe.full and self._purchase == "on-demand"
         self._warned = self._outstanding_warnings()
+        # On a simulated spot machine: move the job off it if its state outgrows the notice.
+        self._spot = SpotWatch.for_node(plane, job_id, self.environ)
 
     def _machine_name(self) -> str:
         with contextlib.suppress(Exception):
@@ -129,26 +157,35 @@ class Node:
 
     def report(self, kind: str, message: str, /, **data: Any) -> None:
         """Record an event; if the control plane does not answer, keep it for later."""
-        self._backlog.append((kind, message, data))
-        self._flush()
+        self._add(
+            {"op": "event", "at": self.clock.now(), "kind": kind, "message": message, "data": data}
+        )
 
-    def _flush(self) -> None:
-        while self._backlog:
-            kind, message, data = self._backlog[0]
-            try:
-                self.plane.record(self.job.id, kind, message, data)
-            except Exception as exc:
-                log.warning(
-                    "control plane unreachable, %d events kept: %s", len(self._backlog), exc
-                )
-                return
-            self._backlog.pop(0)
+    def _add(self, entry: dict[str, Any]) -> None:
+        # Offline, a report only joins the journal: the heartbeat retries, the notice goes on.
+        self._journal.add(entry, now=self.clock.now(), attempt=self._journal.offline_since is None)
+
+    def _deliver(self, entry: dict[str, Any]) -> None:
+        apply_entry(self.plane, self.job.id, entry)
+
+    def _flush(self) -> bool:
+        """Deliver the journal; once a backlog went through, say so. True when none is left."""
+        since, kept = self._journal.offline_since, self._journal.kept_total
+        if not self._journal.flush(now=self.clock.now()):
+            return False
+        if since is not None:
+            self._journal.offline_since = None
+            now = self.clock.now()
+            self.report(
+                "reported-late",
+                wording.reported_late(since, now, kept),
+                since=since,
+                kept=kept,
+            )
+        return True
 
     def _set_state(self, state: JobState) -> None:
-        try:
-            self.plane.set_state(self.job.id, state)
-        except Exception as exc:
-            log.warning("control plane unreachable, state %s not recorded yet: %s", state, exc)
+        self._add({"op": "state", "state": str(state)})
 
     # --- the store ------------------------------------------------------------------------------
 
@@ -170,6 +207,8 @@ class Node:
     def _command(self) -> list[str]:
         base = [sys.executable, "-m", "portal.runtime"]
         control = ["--control", str(self.socket_path), "--checkpoint", str(self.checkpoint_path)]
+        if self._probe.rehearse:
+            control.append("--probe-rehearsal")  # capture_probe = full on an on-demand machine
         if self.resume_from is None:
             return [*base, "run", *control, self.job.script, *self.job.args]
         return [*base, "resume", *control, str(self._download(self.resume_from))]
@@ -205,6 +244,13 @@ class Node:
         )
         watcher = NoticeWatcher(sources).start()
         self.report("watching", wording.watching(watcher.names), sources=watcher.names)
+        if self._probe.full and not self._probe.rehearse:
+            self.report(
+                "carry-no-rehearsal",
+                wording.no_rehearsal(self._purchase),
+                machine=self._machine,
+                purchase=self._purchase,
+            )
         stdout = self.paths.stdout(self.attempt).open("ab")
         stderr = self.paths.stderr(self.attempt).open("ab")
         link = RuntimeLink(self.socket_path)
@@ -212,14 +258,19 @@ class Node:
             command = self._command()
             process = subprocess.Popen(
                 command,
-                cwd=self.job.workdir,
+                cwd=self.workdir,
                 stdout=stdout,
                 stderr=stderr,
                 stdin=subprocess.DEVNULL,
                 env=env,
                 preexec_fn=_die_with_parent,
             )
-            self.report("started", wording.started(self.attempt, process.pid), pid=process.pid)
+            self.report(
+                "started",
+                wording.started(self.attempt, process.pid),
+                pid=process.pid,
+                workdir=self.workdir,
+            )
             code = self._supervise(process, watcher, link)
         finally:
             link.close()
@@ -241,22 +292,26 @@ class Node:
             for notice in watcher.get(timeout_s=0.05):
                 self._on_notice(notice, link)
             link.try_connect()
+            if self._pause_waiting is not None:
+                self._ask_waiting_pause(link)
             for event in link.events():
                 self._runtime_event(event)
             self._check_carry(link)
+            self._report_progress(self._stream)
             now = self.clock.monotonic()
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
-                with contextlib.suppress(Exception):
-                    self.plane.store.heard(self.job.id, self.clock.now())
-                self._flush()
+                if self._flush():
+                    self._add({"op": "heard", "at": self.clock.now()})
 
     def _on_notice(self, notice: Notice, link: RuntimeLink) -> None:
         now = self.clock.now()
         if notice.cancelled:
             if self._notice is not None and notice.id == self._notice.id:
                 self._notice = None
+                self._pause_waiting = None
                 link.cancel()
+                self._stop_stream()
                 self._set_state(JobState.RUNNING)
                 self.report("notice-withdrawn", wording.notice_withdrawn(notice), notice=notice.id)
             return
@@ -268,6 +323,10 @@ class Node:
         self._notice = notice
         self._probe.asked_at = None  # the pause wins; a check is asked again if it is withdrawn
         deadline = pause_deadline(notice, now)
+        # Ask at once when the runtime listens: nothing waits on the control plane first.
+        asked = link.connected and link.request_pause(deadline)
+        if asked:
+            self._start_stream()
         self.report(
             "notice",
             wording.notice(notice, now),
@@ -279,11 +338,31 @@ class Node:
             notice_s=notice.notice_s,
         )
         self._set_state(JobState.PAUSING)
-        if not link.connected:
-            link.wait_connected(timeout_s=max(0.1, min(5.0, deadline - now)))
-        if link.request_pause(deadline):
+        if asked:
             self.report("pausing", wording.pausing(deadline, notice.deadline), deadline=deadline)
+        elif not link.connected:
+            # The process is still starting (a resume restoring a large state): the supervising
+            # loop asks the moment it listens, without blocking notices and reports meanwhile.
+            self._pause_waiting = deadline
+            self.report("pause-waiting", wording.pause_waiting(deadline), deadline=deadline)
         else:
+            self.report("pause-unreachable", wording.pause_unreachable())
+
+    def _ask_waiting_pause(self, link: RuntimeLink) -> None:
+        """The pause a notice asked for while the process was starting, once it listens."""
+        deadline = self._pause_waiting
+        assert deadline is not None and self._notice is not None
+        if link.connected:
+            self._pause_waiting = None
+            if link.request_pause(deadline):
+                self._start_stream()
+                self.report(
+                    "pausing", wording.pausing(deadline, self._notice.deadline), deadline=deadline
+                )
+            else:
+                self.report("pause-unreachable", wording.pause_unreachable())
+        elif self.clock.now() > deadline:
+            self._pause_waiting = None
             self.report("pause-unreachable", wording.pause_unreachable())
 
     # --- the checkpoint check ---------------------------------------------------------------
@@ -315,6 +394,8 @@ class Node:
             )
 
     def _probe_report(self, event: ProbeReport) -> None:
+        if self._spot is not None:  # measured again at every check
+            self._spot.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
         schedule = self._probe
         was_blocked = schedule.blocked
         schedule.answered(self.clock.monotonic())
@@ -343,6 +424,17 @@ class Node:
                     machine=self._machine,
                 )
             return
+        rehearsal: dict[str, Any] = {}
+        if schedule.rehearse:
+            rehearsal = {"rehearsal_bytes": event.checked_bytes, "rehearsal_seconds": event.seconds}
+            self.report(
+                "carry-rehearsal",
+                wording.rehearsed(event.where, event.checked_bytes, event.seconds),
+                machine=self._machine,
+                where=event.where,
+                bytes=event.checked_bytes,
+                seconds=event.seconds,
+            )
         if self._warned or not schedule.passed_once:
             self.report(
                 "carry-ok",
@@ -353,6 +445,7 @@ class Node:
                 where=event.where,
                 checked_bytes=event.checked_bytes,
                 seconds=event.seconds,
+                **rehearsal,
             )
             self._warned.clear()
         schedule.passed_once = True
@@ -374,9 +467,11 @@ class Node:
                     self._problems_seen.add(key)
                     self.report("deferred", wording.deferred(problem), problem=to_builtins(problem))
         elif isinstance(event, Abandoned):
+            self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-abandoned", wording.abandoned(event.reason), reason=event.reason)
         elif isinstance(event, Failed):
+            self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-failed", wording.pause_failed(event.error))
         elif isinstance(event, Paused):
@@ -394,28 +489,59 @@ class Node:
             # The machine this notice was for is gone with this attempt: the next attempt must
             # not take it as its own.
             withdraw_notice(self.paths.notices, self._notice.id)
-        if code == EXIT_PAUSED and self.checkpoint_path.exists():
+        if code != EXIT_PAUSED:
+            self._stop_stream()  # the process ended without a whole checkpoint: nothing comes
+        if code == EXIT_PAUSED and (self._stream is not None or self.checkpoint_path.exists()):
             try:
-                ref = self._upload()
+                ref = self._stored_checkpoint()
             except Exception as exc:
                 self.report("upload-failed", wording.upload_failed(exc, self.checkpoint_path))
                 self._end(AttemptState.FAILED, JobState.FAILED, code, now)
                 return code
-            self.checkpoint_path.unlink()
+            self.checkpoint_path.unlink(missing_ok=True)
             self.report(
                 "suspended",
                 wording.suspended(self.job, ref.checkpoint_id, ref.size_bytes),
                 checkpoint=ref.checkpoint_id,
                 bytes=ref.size_bytes,
+                attempt=self.attempt,
             )
             self._end(AttemptState.SUSPENDED, JobState.SUSPENDED, code, now)
+            if self._spot is not None:
+                self._spot.after_suspended(ref.checkpoint_id)
         elif code == 0:
             self.report("done", wording.done(self.job), exit_code=0)
             self._end(AttemptState.EXITED, JobState.DONE, code, now)
+        elif (refusal := self._runtime_refusal(code)) is not None:
+            error, message = refusal
+            self.report(
+                "portal-error",
+                wording.portal_error(error, message),
+                code=error,
+                attempt=self.attempt,
+                exit_code=code,
+            )
+            self._end(AttemptState.FAILED, JobState.FAILED, code, now)
         else:
             self.report("failed", wording.failed(self.job, code), exit_code=code)
             self._end(AttemptState.FAILED, JobState.FAILED, code, now)
         return code
+
+    def _runtime_refusal(self, code: int) -> tuple[str, str] | None:
+        """``(error code, message)`` when the runtime refused to run or resume the script (its
+        exit status 65 and its last line ``portal: error [CODE]: ...`` on stderr): a Portal
+        error, never to be taken for the script's own failure."""
+        if code != EXIT_REFUSED:
+            return None
+        try:
+            with self.paths.stderr(self.attempt).open("rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - 8192))
+                tail = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = tail.rstrip("\n").splitlines()
+        found = _REFUSAL.match(lines[-1]) if lines else None
+        return None if found is None else (found["code"], found["message"])
 
     def abort(self, exc: BaseException) -> None:
         """End the attempt after a fault of the node itself (the job keeps its checkpoints)."""
@@ -426,17 +552,89 @@ class Node:
         self._end(AttemptState.FAILED, state, None, self.clock.now())
 
     def _end(self, attempt: AttemptState, job: JobState, code: int | None, now: float) -> None:
-        for _ in range(60):
+        """Record how the attempt ended; the node stays until the control plane has it all
+        (killed meanwhile, it leaves its journal for the next reader of the job)."""
+        self._add(
+            {
+                "op": "end",
+                "attempt": self.attempt,
+                "state": str(attempt),
+                "at": now,
+                "exit_code": code,
+                "job_state": str(job),
+            }
+        )
+        wait = 0.5
+        while not self._flush():
+            log.warning("control plane unreachable; %d report(s) kept", self._journal.pending)
+            time.sleep(wait)
+            wait = min(HEARTBEAT_S, wait * 2)
+
+    # --- the checkpoint's upload --------------------------------------------------------------
+
+    def _start_stream(self) -> None:
+        """Be ready to upload the checkpoint from its first byte (see :mod:`portal.node.stream`)."""
+        if self._stream is not None:
+            return
+        self._stream = CheckpointStream(
+            self.store,
+            self.job.id,
+            self.checkpoint_path,
+            deadline=self._notice.deadline if self._notice is not None else None,
+            summary={"attempt": self.attempt},
+        ).start()
+
+    def _stop_stream(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.cancel()
+
+    def _report_progress(self, stream: CheckpointStream | None) -> None:
+        """Upload progress for the control plane (and so for an attached ``portal run``), at
+        most once a second; not while offline (the journal keeps what matters, not this)."""
+        if stream is None or self._journal.offline_since is not None:
+            return
+        progress = stream.progress
+        now = self.clock.monotonic()
+        if progress is None or now - self._progress_at < PROGRESS_EVERY_S:
+            return
+        self._progress_at = now
+        self.report(
+            "upload-progress",
+            wording.upload_progress(progress),
+            bytes_done=progress.bytes_done,
+            expected_bytes=progress.expected_bytes,
+            rate_bps=progress.rate_bps,
+            eta_s=progress.eta_s,
+            will_miss_deadline=progress.will_miss_deadline,
+        )
+
+    def _stored_checkpoint(self) -> Any:
+        """The checkpoint in the store: streamed while it was written, or (no stream, or one
+        that broke) uploaded from the finished file."""
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.producer_exited()
+            while not stream.done():
+                self._report_progress(stream)
+                time.sleep(0.05)
             try:
-                self.plane.store.end_attempt(
-                    self.job.id, self.attempt, state=attempt, at=now, exit_code=code
-                )
-                self.plane.set_state(self.job.id, job)
-                break
+                ref = stream.result()
             except Exception as exc:
-                log.warning("control plane unreachable, retrying: %s", exc)
-                time.sleep(1.0)
-        self._flush()
+                if not self.checkpoint_path.exists():
+                    raise
+                log.warning("streaming the checkpoint failed (%s); uploading the file", exc)
+            else:
+                seconds = time.monotonic() - (stream.started_at or time.monotonic())
+                self.report(
+                    "uploaded",
+                    wording.uploaded(ref.size_bytes, seconds, streamed=True),
+                    checkpoint=ref.checkpoint_id,
+                    seconds=seconds,
+                    streamed=True,
+                )
+                return ref
+        return self._upload()
 
     def _upload(self) -> Any:
         size = self.checkpoint_path.stat().st_size
@@ -447,19 +645,51 @@ class Node:
                 while piece := src.read(4 * 1024 * 1024):
                     writer.write(piece)
             ref = writer.commit({"bytes": size, "attempt": self.attempt})
+        seconds = time.monotonic() - started
         self.report(
             "uploaded",
-            wording.uploaded(ref.size_bytes, time.monotonic() - started),
+            wording.uploaded(ref.size_bytes, seconds),
             checkpoint=ref.checkpoint_id,
+            seconds=seconds,
+            streamed=False,
         )
         return ref
+
+
+#: What the node was told of its machine's purchase model, by whoever started it (a provisioner):
+#: ``on-demand`` or ``spot``. Unset: taken from the machine the attempt records, else unknown.
+PURCHASE_ENV = "PORTAL_NODE_PURCHASE"
+PURCHASE_MODELS = ("on-demand", "spot", "unknown")
+
+
+def purchase_model(machine: str, environ: Mapping[str, str]) -> str:
+    """``on-demand``, ``spot`` or ``unknown``: whether a checkpoint rehearsal may run here.
+
+    This machine (``local``) is the user's own, on-demand. A provisioned machine is recorded as
+    its offer (``sim-0002 spot aws c7i.large (us-east-1)``), which says ``spot`` or
+    ``on-demand``; anything else is unknown, and a rehearsal does not run on it.
+    """
+    told = environ.get(PURCHASE_ENV, "").strip().lower()
+    if told in ("on-demand", "spot"):
+        return told
+    if machine == "local":
+        return "on-demand"
+    words = machine.split()
+    for model in ("spot", "on-demand"):
+        if model in words:
+            return model
+    return "unknown"
 
 
 class _ProbeSchedule:
     """When the node asks for the checkpoint check, and what it is waiting for."""
 
-    def __init__(self, *, enabled: bool, every_s: float, blocked_after_s: float) -> None:
+    def __init__(
+        self, *, enabled: bool, every_s: float, blocked_after_s: float, full: bool = False
+    ) -> None:
         self.enabled = enabled
+        self.full = full  # capture_probe = full: rehearse when the machine is on-demand
+        self.rehearse = False
         self.every_s = every_s
         self.blocked_after_s = blocked_after_s
         self.next_at = 0.0  # the first check: at the job's first pause point, as soon as it can
@@ -473,7 +703,16 @@ class _ProbeSchedule:
     def for_job(cls, settings: Settings, environ: Mapping[str, str]) -> _ProbeSchedule:
         """The settings, overridden by the job's own PORTAL_CAPTURE_PROBE(_EVERY_S)."""
         with contextlib.suppress(Exception):
-            settings = Settings.load(environ=environ)
+            own = Settings.load(environ=environ)
+            settings = attrs.evolve(
+                settings,
+                capture_probe=own.capture_probe
+                if environ.get("PORTAL_CAPTURE_PROBE")
+                else settings.capture_probe,
+                capture_probe_every_s=own.capture_probe_every_s
+                if environ.get("PORTAL_CAPTURE_PROBE_EVERY_S")
+                else settings.capture_probe_every_s,
+            )
         try:
             blocked_after = float(environ.get(BLOCKED_AFTER_ENV, BLOCKED_AFTER_S))
         except ValueError:
@@ -482,6 +721,7 @@ class _ProbeSchedule:
             enabled=settings.capture_probe != "off",
             every_s=settings.capture_probe_every_s,
             blocked_after_s=blocked_after,
+            full=settings.capture_probe == "full",
         )
 
     @property

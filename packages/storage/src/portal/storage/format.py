@@ -1,9 +1,12 @@
 """The bytes of stored objects: sealed chunks, the sealed manifest, the intent marker.
 
-A **chunk object** is ``b"PTLC" | version (1) | nonce (12) | AES-256-GCM(ciphertext | tag)``.
+A **sealed chunk** is ``b"PTLC" | version (1) | nonce (12) | AES-256-GCM(ciphertext | tag)``.
 Its associated data binds the job, the checkpoint and position that sealed it, its plaintext size
-and its keyed fingerprint: a chunk moved to another name, another position, another checkpoint or
-another job fails authentication, and so does a replay of an old object.
+and its keyed fingerprint: a chunk moved to another name, another offset, another position,
+another checkpoint or another job fails authentication, and so does a replay of an old object.
+Manifest format 1 stores each sealed chunk as an object of its own; format 2 stores them back to
+back in **packs** (objects of several MiB), each manifest entry naming pack, offset and length, so
+dedup units can be small while object stores still see few, large requests.
 
 A **manifest object** is ``b"PTLM" | version (1) | key id (16) | nonce (12) | AEAD(JSON manifest)
 | CRC-32``. The CRC (unkeyed) is checked first, so accidental damage anywhere, the key id included,
@@ -26,8 +29,16 @@ import zlib
 import msgspec
 from cryptography.exceptions import InvalidTag
 
-from portal.core.wire import MANIFEST_FORMAT, ChunkEntry, Manifest, decode_manifest, encode
-from portal.storage.crypto import NONCE_SIZE, TAG_SIZE, JobKeys, aead_decrypt, aead_encrypt
+from portal.core.wire import MANIFEST_FORMAT, ChunkEntry, Manifest, decode_manifest
+from portal.storage.crypto import (
+    FINGERPRINT_ALGORITHM,
+    NONCE_SIZE,
+    TAG_SIZE,
+    JobKeys,
+    aead_decrypt,
+    aead_encrypt,
+    aead_encrypt_into,
+)
 from portal.storage.errors import CheckpointCorruptError, StorageError, WrongKeyError
 
 __all__ = [
@@ -38,6 +49,7 @@ __all__ = [
     "open_chunk",
     "open_manifest",
     "seal_chunk",
+    "seal_chunk_into",
     "seal_manifest",
 ]
 
@@ -83,10 +95,41 @@ def seal_chunk(
     fingerprint: bytes,
 ) -> bytearray:
     """Encrypt one chunk as checkpoint ``checkpoint_id`` position ``index`` seals it."""
+    out = bytearray(len(plaintext) + CHUNK_OVERHEAD)
+    seal_chunk_into(
+        keys,
+        checkpoint_id=checkpoint_id,
+        index=index,
+        plaintext=plaintext,
+        fingerprint=fingerprint,
+        out=memoryview(out),
+    )
+    return out
+
+
+def seal_chunk_into(
+    keys: JobKeys,
+    *,
+    checkpoint_id: str,
+    index: int,
+    plaintext: bytes | memoryview,
+    fingerprint: bytes,
+    out: memoryview,
+) -> int:
+    """Seal one chunk into the start of ``out`` (a pack buffer); return the bytes it takes.
+
+    The result is byte for byte what :func:`seal_chunk` returns, so a chunk reads the same whether
+    it is stored alone or packed with others.
+    """
+    size = len(plaintext) + CHUNK_OVERHEAD
     nonce = os.urandom(NONCE_SIZE)
     header = CHUNK_MAGIC + bytes((ENVELOPE_VERSION,)) + nonce
     aad = _chunk_aad(header, keys.job_id, checkpoint_id, index, len(plaintext), fingerprint)
-    return aead_encrypt(keys.chunk_cipher(checkpoint_id), nonce, plaintext, aad, header)
+    out[:_CHUNK_HEADER] = header
+    aead_encrypt_into(
+        keys.chunk_cipher(checkpoint_id), nonce, plaintext, aad, out[_CHUNK_HEADER:size]
+    )
+    return size
 
 
 def sealed_by(entry: ChunkEntry, checkpoint_id: str) -> tuple[str, int]:
@@ -98,14 +141,20 @@ def sealed_by(entry: ChunkEntry, checkpoint_id: str) -> tuple[str, int]:
 
 
 def open_chunk(
-    keys: JobKeys, data: bytes | bytearray, *, entry: ChunkEntry, checkpoint_id: str
+    keys: JobKeys,
+    data: bytes | bytearray | memoryview,
+    *,
+    entry: ChunkEntry,
+    checkpoint_id: str,
+    algorithm: str = FINGERPRINT_ALGORITHM,
 ) -> bytes | bytearray:
     """Authenticate and decrypt one stored chunk named by a verified manifest entry.
 
     Raises :class:`CheckpointCorruptError` naming the chunk index and object unless the object is
     exactly the one sealed for this entry and its plaintext has the entry's fingerprint and size.
     """
-    where = f"chunk {entry.index} ({entry.key}) of checkpoint {checkpoint_id} of job {keys.job_id}"
+    at = entry.key if entry.offset is None else f"{entry.key} at byte {entry.offset}"
+    where = f"chunk {entry.index} ({at}) of checkpoint {checkpoint_id} of job {keys.job_id}"
     way_out = (
         "The checkpoint is kept for diagnosis and is not resumable; resume from an earlier "
         "checkpoint (portal storage list shows them)"
@@ -156,7 +205,9 @@ def open_chunk(
                 "reason": "authentication",
             },
         ) from None
-    if len(plaintext) != entry.size or not _equal(keys.fingerprint(plaintext), fingerprint):
+    if len(plaintext) != entry.size or not _equal(
+        keys.fingerprint(plaintext, algorithm), fingerprint
+    ):
         raise CheckpointCorruptError(
             f"{where} decrypted to content whose fingerprint does not match the manifest. "
             f"{way_out}",
@@ -181,12 +232,25 @@ def _manifest_aad(header: bytes | memoryview, job_id: str, checkpoint_id: str) -
     )
 
 
+def _manifest_json(manifest: Manifest) -> bytes:
+    """The manifest's JSON, with ``format`` always written.
+
+    Wire structs omit fields at their default (``Manifest.format`` defaults to 1, what a manifest
+    that does not say its format is): without this, a format-1 manifest would not say its format,
+    and a newer manifest must say it so that an older reader asks for an upgrade instead of
+    misreading packed chunks.
+    """
+    fields = msgspec.to_builtins(manifest)
+    fields["format"] = manifest.format
+    return msgspec.json.encode(fields)
+
+
 def seal_manifest(keys: JobKeys, manifest: Manifest) -> bytes:
     """The manifest as stored: encrypted, authenticated and checksummed."""
     nonce = os.urandom(NONCE_SIZE)
     header = MANIFEST_MAGIC + bytes((ENVELOPE_VERSION,)) + keys.key_id + nonce
     aad = _manifest_aad(header, manifest.job_id, manifest.checkpoint_id)
-    body = aead_encrypt(keys.manifest_cipher, nonce, encode(manifest), aad, header)
+    body = aead_encrypt(keys.manifest_cipher, nonce, _manifest_json(manifest), aad, header)
     return bytes(body) + _CRC.pack(zlib.crc32(body))
 
 

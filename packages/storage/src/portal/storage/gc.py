@@ -1,7 +1,9 @@
-"""Garbage collection of a job's chunks.
+"""Garbage collection of a job's stored chunks and packs.
 
-A chunk is kept while any kept checkpoint's manifest names it. The rules, in the order they protect
-the job:
+An object is kept while any kept checkpoint's manifest names it: a chunk object (format 1) when a
+manifest lists it, a **pack** while any kept manifest references any chunk in it (packs are
+immutable and never rewritten, so a pack with one live chunk is kept whole; its dead bytes go
+when the last checkpoint pointing into it goes). The rules, in the order they protect the job:
 
 1. The newest complete checkpoint is never deleted, nor any chunk it names (``keep`` is at least 1).
 2. While a checkpoint may be in flight (an intent marker without a manifest, younger than
@@ -28,6 +30,7 @@ from portal.storage.layout import (
     checkpoint_prefix,
     chunk_key,
     chunks_prefix,
+    packs_prefix,
 )
 
 if TYPE_CHECKING:
@@ -105,7 +108,8 @@ def collect(
     for ref in kept:
         for entry in store._read_manifest(keys, ref.checkpoint_id).chunks:
             referenced.add(chunk_key(job_id, entry.key))
-    orphans = [k for k in store._list(chunks_prefix(job_id)) if k not in referenced]
+    stored = store._list(chunks_prefix(job_id)) + store._list(packs_prefix(job_id))
+    orphans = [k for k in stored if k not in referenced]
 
     deleted_checkpoints = [r.checkpoint_id for r in dropped]
     if drop_incomplete:

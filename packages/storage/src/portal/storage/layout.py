@@ -2,7 +2,8 @@
 
 ::
 
-    ROOT/jobs/JOB/chunks/ID                       encrypted chunks (immutable once written)
+    ROOT/jobs/JOB/packs/CKPT.N                    packs of encrypted chunks (immutable once written)
+    ROOT/jobs/JOB/chunks/ID                       one encrypted chunk each (manifest format 1)
     ROOT/jobs/JOB/checkpoints/CKPT/started        intent marker, written first
     ROOT/jobs/JOB/checkpoints/CKPT/manifest       sealed manifest, written last
     ROOT/volumes/NAME/volume                      a volume's marker
@@ -31,6 +32,8 @@ __all__ = [
     "chunk_key",
     "chunks_prefix",
     "new_checkpoint_id",
+    "pack_name",
+    "packs_prefix",
 ]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -66,6 +69,10 @@ def chunks_prefix(job_id: str) -> str:
     return f"jobs/{job_id}/chunks/"
 
 
+def packs_prefix(job_id: str) -> str:
+    return f"jobs/{job_id}/packs/"
+
+
 def checkpoints_prefix(job_id: str) -> str:
     return f"jobs/{job_id}/checkpoints/"
 
@@ -82,6 +89,15 @@ def chunk_name(fingerprint: str, checkpoint_id: str, index: int) -> str:
     never overwritten, so no older checkpoint can lose the exact object its manifest names.
     """
     return f"chunks/{fingerprint}.{checkpoint_id}.{index}"
+
+
+def pack_name(checkpoint_id: str, number: int) -> str:
+    """The object name of pack ``number`` of ``checkpoint_id``, relative to the job.
+
+    Named by the checkpoint that wrote it, so a pack is never overwritten (a later checkpoint that
+    reuses some of its chunks points into it and writes its new chunks into packs of its own).
+    """
+    return f"packs/{checkpoint_id}.{number}"
 
 
 def chunk_key(job_id: str, name: str) -> str:

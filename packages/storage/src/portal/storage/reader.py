@@ -75,8 +75,13 @@ class CheckpointReader:
 
     def _check_structure(self) -> None:
         chunks = self.manifest.chunks
+        self._keys.fingerprint(b"", self.manifest.fingerprint_algorithm)  # known, or a clear error
         for position, entry in enumerate(chunks):
-            if entry.index != position or entry.size < 0:
+            if (
+                entry.index != position
+                or entry.size < 0
+                or (entry.offset is not None and entry.offset < 0)
+            ):
                 raise self._corrupt(
                     f"its manifest lists chunk {entry.index} at position {position}",
                     chunk=entry.index,
@@ -95,36 +100,91 @@ class CheckpointReader:
         if stream.hex() != self.manifest.fingerprint:
             raise self._corrupt("its chunk list does not match its whole-stream fingerprint")
 
-    def _fetch(self, entry: ChunkEntry) -> bytes | bytearray:
-        key = chunk_key(self.job_id, entry.key)
+    def _missing(self, entry: ChunkEntry) -> CheckpointCorruptError:
+        return self._corrupt(
+            f"chunk {entry.index} ({entry.key}) is missing from the store",
+            chunk=entry.index,
+            key=entry.key,
+            reason="missing",
+        )
+
+    def _fetch(self, run: list[ChunkEntry]) -> list[bytes | bytearray]:
+        """Read a run of chunks (one object, or adjacent ranges of one pack) and open each."""
+        first, last = run[0], run[-1]
+        key = chunk_key(self.job_id, first.key)
         try:
-            data = self.store._get(key)
+            if first.offset is None:
+                data: bytes = self.store._get(key)
+                base = 0
+            else:
+                base = first.offset
+                data = self.store._get_range(key, base, (last.offset or 0) + last.stored_size)
         except FileNotFoundError:
-            raise self._corrupt(
-                f"chunk {entry.index} ({entry.key}) is missing from the store",
-                chunk=entry.index,
-                key=entry.key,
-                reason="missing",
-            ) from None
-        return open_chunk(self._keys, data, entry=entry, checkpoint_id=self.checkpoint_id)
+            raise self._missing(first) from None
+        if first.offset is not None and not data and not self._exists(key):
+            # Some stores answer a ranged read of a missing object with nothing, not an error.
+            raise self._missing(first)
+        view = memoryview(data)
+        out: list[bytes | bytearray] = []
+        for entry in run:
+            start = 0 if entry.offset is None else entry.offset - base
+            piece = view[start : start + entry.stored_size] if entry.offset is not None else view
+            out.append(
+                open_chunk(
+                    self._keys,
+                    piece,
+                    entry=entry,
+                    checkpoint_id=self.checkpoint_id,
+                    algorithm=self.manifest.fingerprint_algorithm,
+                )
+            )
+        return out
+
+    def _exists(self, key: str) -> bool:
+        try:
+            return bool(self.store.backend.exists(key))
+        except OSError:
+            return True
+
+    def _runs(self) -> Iterator[list[ChunkEntry]]:
+        """The manifest's chunks grouped into reads: adjacent ranges of one pack become one ranged
+        read (a resume makes few large requests, like the upload; a pack bounds the size)."""
+        run: list[ChunkEntry] = []
+        for entry in self.manifest.chunks:
+            if run and (
+                entry.offset is None
+                or run[-1].offset is None
+                or entry.key != run[-1].key
+                or entry.offset != run[-1].offset + run[-1].stored_size
+            ):
+                yield run
+                run = []
+            run.append(entry)
+        if run:
+            yield run
 
     def iter_chunks(self, *, window: int | None = None) -> Iterator[bytes | bytearray]:
         """Each chunk's plaintext, in order, each authenticated before it is yielded.
 
-        Up to ``window`` chunks (default: twice the parallelism) are fetched ahead. If a chunk
-        fails, the error is raised in its turn and nothing after it is yielded.
+        Up to ``window`` reads (default: twice the parallelism) are fetched ahead, each at most a
+        pack's worth of adjacent chunks. If a chunk fails, the error is raised in its turn and
+        nothing after it is yielded.
         """
-        chunks = self.manifest.chunks
         ahead = window or 2 * self._parallelism
+        runs = self._runs()
         with ThreadPoolExecutor(self._parallelism, thread_name_prefix="portal-read") as pool:
-            pending: deque[Future[bytes | bytearray]] = deque()
-            next_index = 0
+            pending: deque[Future[list[bytes | bytearray]]] = deque()
+            exhausted = False
             try:
-                while next_index < len(chunks) or pending:
-                    while next_index < len(chunks) and len(pending) < ahead:
-                        pending.append(pool.submit(self._fetch, chunks[next_index]))
-                        next_index += 1
-                    yield pending.popleft().result()
+                while not exhausted or pending:
+                    while not exhausted and len(pending) < ahead:
+                        run = next(runs, None)
+                        if run is None:
+                            exhausted = True
+                        else:
+                            pending.append(pool.submit(self._fetch, run))
+                    if pending:
+                        yield from pending.popleft().result()
             finally:
                 for future in pending:
                     future.cancel()

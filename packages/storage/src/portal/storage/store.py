@@ -26,7 +26,7 @@ from portal.core.domain import CheckpointRef, CheckpointState
 from portal.core.specs import KeyStore, StorageBackend
 from portal.core.wire import Manifest
 from portal.storage.backend import LocalBackend, open_backend
-from portal.storage.chunking import DEFAULT_CHUNK_SIZE
+from portal.storage.chunking import DEFAULT_CHUNK_SIZE, DEFAULT_PACK_SIZE
 from portal.storage.crypto import JobKeys
 from portal.storage.errors import (
     CheckpointCorruptError,
@@ -64,7 +64,8 @@ class CheckpointStore:
     :param key_store: where job keys live (:func:`portal.storage.resolve_key_store`).
     :param options: passed to the filesystem (``endpoint_url``, ``token``, ``connection_string``).
     :param parallelism: transfers in flight at once.
-    :param chunk_size: bytes per chunk (see :mod:`portal.storage.chunking`).
+    :param chunk_size: bytes per chunk, the unit of dedup (see :mod:`portal.storage.chunking`).
+    :param pack_size: bytes of chunks stored together in one object (one request).
     :param retry: back-off for transient errors; its clock is used for waiting only.
     :param clock: wall time for creation times and deadlines, monotonic time for rates.
     """
@@ -77,6 +78,7 @@ class CheckpointStore:
         options: Mapping[str, Any] | None = None,
         parallelism: int = 8,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        pack_size: int = DEFAULT_PACK_SIZE,
         retry: RetryPolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
@@ -87,6 +89,9 @@ class CheckpointStore:
         if chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1 byte, got {chunk_size}")
         self.chunk_size = chunk_size
+        if pack_size < 1:
+            raise ValueError(f"pack_size must be at least 1 byte, got {pack_size}")
+        self.pack_size = pack_size
         self.clock = clock
         self.retry = retry or RetryPolicy(clock=clock)
         self._keys: dict[str, JobKeys] = {}
@@ -96,13 +101,21 @@ class CheckpointStore:
 
     # --- storage calls, retried -----------------------------------------------------------------
 
-    def _put_chunk(self, key: str, data: bytes | bytearray) -> None:
-        """Store a chunk; where the backend can defer durability, :meth:`_sync` ends it."""
-        write = getattr(self.backend, "write_bytes_deferred", self.backend.write_bytes)
+    def _put_pack(self, key: str, data: bytes | bytearray | memoryview) -> None:
+        """Store a pack of sealed chunks; where the backend can defer durability, :meth:`_sync`
+        ends it.
+
+        ``data`` may be a view of a buffer the writer reuses once this returns: the local backend
+        writes it as it is (no copy); any other backend gets its own ``bytes`` (object-store
+        clients may keep what they are given, and some accept only ``bytes``).
+        """
+        deferred = getattr(self.backend, "write_bytes_deferred", None)
+        if deferred is not None:
+            self.retry.call(lambda: deferred(key, data), what=f"write {key}", url=self.url)
+            return
+        whole = bytes(data)
         self.retry.call(
-            lambda: write(key, bytes(data) if isinstance(data, bytearray) else data),
-            what=f"write {key}",
-            url=self.url,
+            lambda: self.backend.write_bytes(key, whole), what=f"write {key}", url=self.url
         )
 
     def _sync(self) -> None:
@@ -121,6 +134,16 @@ class CheckpointStore:
         return self.retry.call(
             lambda: self.backend.read_bytes(key), what=f"read {key}", url=self.url
         )
+
+    def _get_range(self, key: str, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)`` of an object: one ranged read where the backend has them."""
+        read_range = getattr(self.backend, "read_range", None)
+        if read_range is None:  # a plugin backend with whole-object reads only
+            return self._get(key)[start:end]
+        data: bytes = self.retry.call(
+            lambda: read_range(key, start, end), what=f"read {key}", url=self.url
+        )
+        return data
 
     def _list(self, prefix: str) -> list[str]:
         return self.retry.call(
@@ -208,6 +231,7 @@ class CheckpointStore:
             keys=keys,
             parent=parent,
             chunk_size=self.chunk_size,
+            pack_size=self.pack_size,
             parallelism=self.parallelism,
             max_in_flight=max_in_flight or 2 * self.parallelism,
             expected_bytes=expected_bytes,

@@ -1,18 +1,23 @@
-"""Writing one checkpoint: stream in, chunks out in parallel, manifest last.
+"""Writing one checkpoint: stream in, packs out in parallel, manifest last.
 
 The producer (the capture engine) calls :meth:`CheckpointWriter.write` with bytes as it makes
-them; full chunks go straight to a thread pool that fingerprints, encrypts and uploads them while
-the producer continues. At most ``max_in_flight`` chunks are queued or in transfer, so memory stays
-bounded (about ``2 x max_in_flight x chunk_size``) however large the state is; ``write`` blocks
+them. The stream is cut into small chunks (the dedup unit, see :mod:`portal.storage.chunking`);
+every ``pack_size`` bytes of chunks go as one task to a thread pool that fingerprints each chunk,
+seals the new ones straight into a reused pack buffer and stores the pack as one object, while the
+producer continues. Fingerprinting (BLAKE3) and the disk write release the GIL, so on two cores
+the stages overlap. At most ``max_in_flight`` packs are queued or in transfer, and the pack buffers
+are reused, so memory stays bounded (about ``max_in_flight x pack_size``, plus the producer's own
+bytes, which are sliced, not copied, when immutable) however large the state is; ``write`` blocks
 when the pool is full, which is the back-pressure a slow store should exert.
 
 Chunks whose fingerprint the newest complete checkpoint already holds are not sent again: the new
-manifest points at the stored object and records the seal (checkpoint, position) it was encrypted
-under. Dedup only against the newest complete checkpoint is deliberate: garbage collection never
-touches that one, so a chunk the writer counts on cannot be collected under it.
+manifest points at the stored bytes (pack, offset, length) and records the seal (checkpoint,
+position) they were encrypted under. Dedup only against the newest complete checkpoint is
+deliberate: garbage collection never touches that one, so a chunk the writer counts on cannot be
+collected under it.
 
 Nothing is resumable until :meth:`commit` writes the manifest. A writer that fails, is aborted or is
-killed leaves an intent marker and some chunks: an *incomplete* checkpoint, listed as such, kept for
+killed leaves an intent marker and some packs: an *incomplete* checkpoint, listed as such, kept for
 inspection, and never chosen for resume.
 """
 
@@ -28,14 +33,15 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from portal.core.domain import CheckpointRef, CheckpointState
-from portal.core.wire import ChunkEntry, Manifest
+from portal.core.wire import MANIFEST_FORMAT, ChunkEntry, Manifest
 from portal.storage.chunking import FixedChunker, Piece
+from portal.storage.crypto import FINGERPRINT_ALGORITHM
 from portal.storage.errors import CheckpointDeadlineError, StorageError
 from portal.storage.format import (
     CHUNK_OVERHEAD,
     CheckpointIntent,
     encode_intent,
-    seal_chunk,
+    seal_chunk_into,
     seal_manifest,
     sealed_by,
 )
@@ -44,7 +50,7 @@ from portal.storage.layout import (
     STARTED_NAME,
     checkpoint_prefix,
     chunk_key,
-    chunk_name,
+    pack_name,
 )
 from portal.storage.progress import Progress, ProgressTracker
 
@@ -59,9 +65,10 @@ DeadlinePolicy = Literal["warn", "raise"]
 
 @attrs.frozen
 class _Stored:
-    """A chunk object the writer may point at instead of uploading the same bytes again."""
+    """Sealed bytes the writer may point at instead of uploading the same chunk again."""
 
     key: str
+    offset: int | None  # inside the pack ``key``; None: ``key`` holds this chunk alone
     stored_size: int
     sealed_in: str
     sealed_index: int
@@ -83,6 +90,7 @@ class CheckpointWriter:
         keys: JobKeys,
         parent: Manifest | None,
         chunk_size: int,
+        pack_size: int,
         parallelism: int,
         max_in_flight: int,
         expected_bytes: int | None,
@@ -112,13 +120,15 @@ class CheckpointWriter:
         self._deadline_policy = deadline_policy
         self._lock = threading.Lock()
         self._known: dict[str, _Stored] = {}
-        if parent is not None:
+        if parent is not None and parent.fingerprint_algorithm == FINGERPRINT_ALGORITHM:
+            # (fingerprints by another algorithm never match: such a parent shares nothing)
             for entry in parent.chunks:
                 sealer, position = sealed_by(entry, parent.checkpoint_id)
                 self._known.setdefault(
                     entry.fingerprint,
                     _Stored(
                         key=entry.key,
+                        offset=entry.offset,
                         stored_size=entry.stored_size,
                         sealed_in=sealer,
                         sealed_index=position,
@@ -126,6 +136,11 @@ class CheckpointWriter:
                 )
         self._entries: dict[int, ChunkEntry] = {}
         self._next_index = 0
+        self._pack_size = max(1, pack_size)
+        self._pending: list[Piece] = []  # chunks of the next pack, not yet submitted
+        self._pending_bytes = 0
+        self._next_pack = 0
+        self._buffers: list[bytearray] = []  # pack buffers, reused (no fresh pages per pack)
         self._failure: BaseException | None = None
         self._late: Progress | None = None
         self._slots = threading.BoundedSemaphore(max(1, max_in_flight))
@@ -151,11 +166,9 @@ class CheckpointWriter:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Add bytes to the checkpoint's stream. Full chunks start uploading at once."""
         self._check_open()
-        self._tracker.wrote(
-            len(memoryview(data).cast("B")) if not isinstance(data, bytes) else len(data)
-        )
+        self._tracker.wrote(len(data) if isinstance(data, bytes) else memoryview(data).nbytes)
         for piece in self._chunker.feed(data):
-            self._submit(piece)
+            self._add(piece)
 
     def cut(self) -> None:
         """End the current chunk here, so what follows starts a new one.
@@ -166,7 +179,7 @@ class CheckpointWriter:
         self._check_open()
         piece = self._chunker.cut()
         if piece is not None:
-            self._submit(piece)
+            self._add(piece)
 
     def progress(self) -> Progress:
         """Where the upload stands now."""
@@ -181,7 +194,8 @@ class CheckpointWriter:
         try:
             piece = self._chunker.cut()
             if piece is not None:
-                self._submit(piece)
+                self._add(piece)
+            self._submit_pack()
             for future in self._futures:
                 future.result()
             self._raise_if_failed()
@@ -191,12 +205,14 @@ class CheckpointWriter:
                 ((bytes.fromhex(e.fingerprint), e.size) for e in entries), total
             )
             manifest = Manifest(
+                format=MANIFEST_FORMAT,
                 job_id=self.job_id,
                 checkpoint_id=self.checkpoint_id,
                 created_at=self.created_at,
                 chunks=entries,
                 total_size=total,
                 fingerprint=stream.hex(),
+                fingerprint_algorithm=FINGERPRINT_ALGORITHM,
                 parent=self.parent_id,
                 python=f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}",
                 summary=dict(summary or {}),
@@ -277,61 +293,97 @@ class CheckpointWriter:
                 },
             )
 
-    def _submit(self, piece: Piece) -> None:
-        index = self._next_index
-        self._next_index += 1
+    def _add(self, piece: Piece) -> None:
+        self._pending.append(piece)
+        self._pending_bytes += len(piece)
+        if self._pending_bytes >= self._pack_size:
+            self._submit_pack()
+
+    def _submit_pack(self) -> None:
+        if not self._pending:
+            return
+        pieces, first = self._pending, self._next_index
+        number = self._next_pack
+        self._pending, self._pending_bytes = [], 0
+        self._next_index += len(pieces)
+        self._next_pack += 1
         while not self._slots.acquire(timeout=0.5):
             self._raise_if_failed()
         try:
-            future = self._pool.submit(self._store_chunk, index, piece)
+            future = self._pool.submit(self._store_pack, number, first, pieces)
         except BaseException:
             self._slots.release()
             raise
         self._futures.append(future)
 
-    def _store_chunk(self, index: int, piece: Piece) -> None:
+    def _take_buffer(self, size: int) -> bytearray:
+        with self._lock:
+            buffer = self._buffers.pop() if self._buffers else None
+        if buffer is None or len(buffer) < size:
+            buffer = bytearray(max(size, self._pack_size + 64 * CHUNK_OVERHEAD))
+        return buffer
+
+    def _store_pack(self, number: int, first: int, pieces: list[Piece]) -> None:
+        """Fingerprint each chunk, seal the new ones into one pack, store it (a transfer thread)."""
+        buffer: bytearray | None = None
         try:
             if self._failure is not None or self._state == "aborted":
                 return
-            fingerprint = self._keys.fingerprint(piece)
-            fp_hex = fingerprint.hex()
-            size = len(piece)
-            with self._lock:
-                stored = self._known.get(fp_hex)
-                if stored is None:
-                    stored = _Stored(
-                        key=chunk_name(fp_hex, self.checkpoint_id, index),
-                        stored_size=size + CHUNK_OVERHEAD,
-                        sealed_in=self.checkpoint_id,
-                        sealed_index=index,
+            buffer = self._take_buffer(sum(len(p) for p in pieces) + len(pieces) * CHUNK_OVERHEAD)
+            out = memoryview(buffer)
+            key = pack_name(self.checkpoint_id, number)
+            cursor = 0
+            entries: list[tuple[ChunkEntry, bool]] = []
+            for index, piece in enumerate(pieces, start=first):
+                fingerprint = self._keys.fingerprint(piece, FINGERPRINT_ALGORITHM)
+                fp_hex = fingerprint.hex()
+                size = len(piece)
+                with self._lock:
+                    stored = self._known.get(fp_hex)
+                    if stored is None:
+                        stored = _Stored(
+                            key=key,
+                            offset=cursor,
+                            stored_size=size + CHUNK_OVERHEAD,
+                            sealed_in=self.checkpoint_id,
+                            sealed_index=index,
+                        )
+                        self._known[fp_hex] = stored
+                        new = True
+                    else:
+                        new = False
+                if new:
+                    cursor += seal_chunk_into(
+                        self._keys,
+                        checkpoint_id=self.checkpoint_id,
+                        index=index,
+                        plaintext=piece,
+                        fingerprint=fingerprint,
+                        out=out[cursor:],
                     )
-                    self._known[fp_hex] = stored
-                    upload = True
-                else:
-                    upload = False
-            if upload:
-                sealed = seal_chunk(
-                    self._keys,
-                    checkpoint_id=self.checkpoint_id,
+                own = stored.sealed_in == self.checkpoint_id
+                entry = ChunkEntry(
                     index=index,
-                    plaintext=piece,
-                    fingerprint=fingerprint,
+                    fingerprint=fp_hex,
+                    size=size,
+                    stored_size=stored.stored_size,
+                    key=stored.key,
+                    sealed_in=None if own else stored.sealed_in,
+                    sealed_index=None
+                    if own and stored.sealed_index == index
+                    else stored.sealed_index,
+                    offset=stored.offset,
                 )
-                del piece
-                self.store._put_chunk(chunk_key(self.job_id, stored.key), sealed)
-            own = stored.sealed_in == self.checkpoint_id
-            entry = ChunkEntry(
-                index=index,
-                fingerprint=fp_hex,
-                size=size,
-                stored_size=stored.stored_size,
-                key=stored.key,
-                sealed_in=None if own else stored.sealed_in,
-                sealed_index=None if own and stored.sealed_index == index else stored.sealed_index,
-            )
+                entries.append((entry, new))
+            del pieces
+            if cursor:
+                self.store._put_pack(chunk_key(self.job_id, key), out[:cursor])
+            del out
             with self._lock:
-                self._entries[index] = entry
-            self._tracker.chunk_done(size, stored.stored_size if upload else 0)
+                for entry, _new in entries:
+                    self._entries[entry.index] = entry
+            for entry, new in entries:
+                self._tracker.chunk_done(entry.size, entry.stored_size if new else 0)
             snapshot = self._tracker.snapshot()
             if snapshot.will_miss_deadline and self._late is None:
                 self._late = snapshot
@@ -341,6 +393,9 @@ class CheckpointWriter:
                 self._failure = exc
             raise
         finally:
+            if buffer is not None:
+                with self._lock:
+                    self._buffers.append(buffer)
             self._slots.release()
 
     def _notify(self, progress: Progress) -> None:

@@ -83,6 +83,11 @@ def _capture_cwd() -> str:
 
 
 def _restore_cwd(path: str) -> None:
+    # Restored after the working-directory files (plugin order): a directory inside the job's
+    # working directory is entered where that directory now is (a resume on a new machine).
+    from portal.capture.extensions.workdir import relocate
+
+    path = relocate(path)
     try:
         os.chdir(path)
     except OSError as exc:

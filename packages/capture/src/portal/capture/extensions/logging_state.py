@@ -86,8 +86,15 @@ def capture_logging() -> dict[str, Any]:
 
 
 def restore_logging(state: dict[str, Any]) -> None:
+    # Restored after the working-directory files: a log file inside the job's directory is
+    # reopened in the directory the job resumed in (a new machine's), not the old absolute path.
+    from portal.capture.extensions.workdir import relocate
+
     logging.disable(state["disable"])
     for name, level, propagate, disabled, handlers, filters in state["loggers"]:
+        for handler in handlers:
+            if isinstance(handler, logging.FileHandler) and handler.stream is None:
+                handler.baseFilename = relocate(handler.baseFilename)
         logger = logging.root if name == "root" else logging.getLogger(name)
         logger.setLevel(level)
         logger.propagate = propagate

@@ -1,22 +1,33 @@
 """Interpreter and library settings a program changes: warnings filters, the decimal context, the
-recursion limit, numpy's print options.
+recursion limit, the integer-string digit limit, the thread switch interval, the garbage
+collector's switch and thresholds, numpy's print options and floating-point error handling.
 
-Warnings filters and the recursion limit are carried only when the program changed it from the value the process started with (the
-baseline), so a resumed process keeps its own defaults (say, ``-W`` options of the new machine)
-for what the program left alone. The decimal context and numpy's print options are carried whole
-whenever their library is loaded (a ``Context`` does not compare; both cost a few bytes).
+The interpreter's settings are carried only when the program changed them from the value the
+process started with (the baseline), so a resumed process keeps its own defaults (say, ``-W``
+options of the new machine) for what the program left alone. The decimal context and numpy's
+settings are carried whole whenever their library is loaded (a ``Context`` does not compare;
+numpy is often imported after the baseline is read; each costs a few bytes).
 """
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from typing import Any, cast
 
 from portal.core.specs import CaptureExtensionSpec
 
-__all__ = ["NumpyPrintOptions", "RecursionLimit", "WarningsState", "specs"]
+__all__ = [
+    "ChangedSetting",
+    "NumpyErrorHandling",
+    "NumpyPrintOptions",
+    "RecursionLimit",
+    "WarningsState",
+    "specs",
+]
 
 
 class WarningsState:
@@ -60,6 +71,37 @@ class RecursionLimit:
             sys.setrecursionlimit(limit)
 
 
+class ChangedSetting:
+    """An interpreter setting carried only when the program changed it from the baseline (so a
+    resumed process keeps the new machine's default for what the program left alone)."""
+
+    def __init__(self, read: Callable[[], Any], write: Callable[[Any], None]) -> None:
+        self.read = read
+        self.write = write
+        self.baseline = read()
+
+    def capture(self) -> Any:
+        value = self.read()
+        return None if value == self.baseline else value
+
+    def restore(self, value: Any) -> None:
+        if value is not None:
+            self.write(value)
+
+
+def _gc_state() -> tuple[bool, tuple[int, ...]]:
+    return gc.isenabled(), gc.get_threshold()
+
+
+def _set_gc_state(state: tuple[bool, tuple[int, ...]]) -> None:
+    enabled, threshold = state
+    gc.set_threshold(*threshold)
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
+
+
 def _capture_decimal() -> Any:
     import decimal
 
@@ -88,10 +130,26 @@ class NumpyPrintOptions:
         np.set_printoptions(**options)
 
 
+class NumpyErrorHandling:
+    """``numpy.seterr``: how floating-point errors are handled (ignore, warn, raise...)."""
+
+    def capture(self) -> dict[str, str]:
+        np = importlib.import_module("numpy")
+        return dict(np.geterr())
+
+    def restore(self, modes: dict[str, str]) -> None:
+        np = importlib.import_module("numpy")
+        np.seterr(**modes)
+
+
 def specs() -> list[CaptureExtensionSpec]:
     filters = WarningsState()
     limit = RecursionLimit()
     numpy_print = NumpyPrintOptions()
+    numpy_errors = NumpyErrorHandling()
+    int_digits = ChangedSetting(sys.get_int_max_str_digits, sys.set_int_max_str_digits)
+    switch = ChangedSetting(sys.getswitchinterval, sys.setswitchinterval)
+    collector = ChangedSetting(_gc_state, _set_gc_state)
     return [
         CaptureExtensionSpec(
             name="warnings_filters",
@@ -119,5 +177,30 @@ def specs() -> list[CaptureExtensionSpec]:
             restore=numpy_print.restore,
             modules=("numpy",),
             description="numpy.set_printoptions",
+        ),
+        CaptureExtensionSpec(
+            name="numpy_error_handling",
+            capture=numpy_errors.capture,
+            restore=numpy_errors.restore,
+            modules=("numpy",),
+            description="numpy.seterr",
+        ),
+        CaptureExtensionSpec(
+            name="int_max_str_digits",
+            capture=int_digits.capture,
+            restore=int_digits.restore,
+            description="sys.set_int_max_str_digits",
+        ),
+        CaptureExtensionSpec(
+            name="switch_interval",
+            capture=switch.capture,
+            restore=switch.restore,
+            description="sys.setswitchinterval",
+        ),
+        CaptureExtensionSpec(
+            name="gc_settings",
+            capture=collector.capture,
+            restore=collector.restore,
+            description="gc.disable/enable and gc.set_threshold",
         ),
     ]

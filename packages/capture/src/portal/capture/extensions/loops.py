@@ -1,0 +1,332 @@
+"""Loop positions: ``for batch in loader`` over a torch DataLoader, and tqdm progress bars.
+
+**DataLoader.** A loader's iterator cannot travel: its workers are processes, its sampler
+iterator a generator. It is *re-created at the same position* instead. What decides an epoch's
+order is the state of the random generators when the iterator asked its sampler for indices, so
+an import hook on ``torch.utils.data.dataloader`` wraps three methods of ``_BaseDataLoaderIter``
+to note, per epoch, the states of the generators involved (torch's default generator, the
+loader's and the samplers' own) right before ``iter(sampler)`` and right before the first
+``next()``; a few kilobytes, once an epoch. The checkpoint holds the loader, those states and the
+number of batches yielded. On resume the sampler is run again under the noted states (indices
+only: no sample is loaded) and the skipped batches are dropped; the new iterator (and its
+workers, seeded with the same base seed) continues with the next batch of the same order. The
+generators are put back as the checkpoint left them afterwards, so the replay has no effect on
+the program. Map-style datasets only: an IterableDataset's position is inside its own iterator.
+
+**tqdm.** A bar travels by value without its output stream's wrapper and writer, which are
+re-made on the same stream (``sys.stderr``/``sys.stdout`` by reference), with its count, totals
+and times (elapsed time continues from the checkpoint; the paused time is not counted). Rebuilt
+silently: a resumed bar draws nothing until the program advances it, so the output reads as if
+the program never stopped. A ``for x in tqdm(...)`` loop holds tqdm's own generator; it becomes
+a :class:`BarIterator` doing exactly what tqdm's loop does, from the same position.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from portal.capture import frames
+from portal.capture.extensions._imports import when_imported
+from portal.core.specs import CaptureExtensionSpec, SerializerSpec
+
+__all__ = ["BarIterator", "Epoch", "install", "serializer_specs", "specs"]
+
+_DATALOADER = "torch.utils.data.dataloader"
+_PATCHED = "_portal_patched"
+
+# -- DataLoader: recording each epoch's start ------------------------------------------------
+
+GeneratorStates = list[tuple[Any, Any]]  # (torch.Generator, its get_state())
+
+
+class Epoch:
+    """How one epoch's index order was drawn: the generators' states before ``iter(sampler)``
+    and before the first ``next()`` (None until the iterator asked for its first batch)."""
+
+    __slots__ = ("at_first", "at_iter")
+
+    def __init__(self, at_iter: GeneratorStates, at_first: GeneratorStates | None = None) -> None:
+        self.at_iter = at_iter
+        self.at_first = at_first
+
+    def __reduce__(self) -> Any:
+        return (Epoch, (self.at_iter, self.at_first))
+
+
+def _generators(loader: Any) -> list[Any]:
+    """torch's default generator and every Generator the loader and its samplers hold."""
+    torch = sys.modules["torch"]
+    found = [torch.default_generator]
+    todo = [loader.generator, loader.sampler, loader.batch_sampler]
+    seen: set[int] = set()
+    while todo:
+        obj = todo.pop()
+        if obj is None or id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Generator):
+            if all(obj is not g for g in found):
+                found.append(obj)
+        elif hasattr(obj, "__dict__") and len(seen) < 16:  # samplers wrapping samplers
+            todo += [v for k, v in vars(obj).items() if k in ("generator", "sampler")]
+    return found
+
+
+def _states(generators: list[Any]) -> GeneratorStates:
+    return [(g, g.get_state()) for g in generators]
+
+
+def _apply(states: GeneratorStates) -> None:
+    for generator, state in states:
+        generator.set_state(state)
+
+
+class _Resuming:
+    """Set while a checkpointed iterator is re-created: what its patched methods install."""
+
+    def __init__(self, epoch: Epoch, sampler_iter: Iterator[Any], base_seed: int) -> None:
+        self.epoch = epoch
+        self.sampler_iter = sampler_iter
+        self.base_seed = base_seed
+
+
+_resuming: _Resuming | None = None
+
+
+def install(module: Any) -> None:
+    """Wrap ``_BaseDataLoaderIter`` of ``module`` (torch.utils.data.dataloader), once."""
+    base = module._BaseDataLoaderIter
+    if getattr(base, _PATCHED, False):
+        return
+    init, reset, next_index = base.__init__, base._reset, base._next_index
+
+    def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        generators = _generators(loader)
+        start = _states(generators)
+        init(self, loader, *args, **kwargs)
+        self._portal_loader = loader
+        self._portal_generators = generators
+        if _resuming is not None:
+            self._base_seed = _resuming.base_seed  # before a multi-process iterator's workers
+            self._sampler_iter = _resuming.sampler_iter
+            self._portal_epoch = _resuming.epoch
+        else:
+            self._portal_epoch = Epoch(start)
+
+    def _reset(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        start = _states(self._portal_generators)
+        reset(self, loader, *args, **kwargs)
+        if _resuming is not None:  # a multi-process iterator's first reset, inside __init__
+            self._sampler_iter = _resuming.sampler_iter
+            self._portal_epoch = _resuming.epoch
+        else:
+            self._portal_epoch = Epoch(start)
+
+    def _next_index(self: Any) -> Any:
+        epoch = self.__dict__.get("_portal_epoch")
+        if epoch is not None and epoch.at_first is None:
+            epoch.at_first = _states(self._portal_generators)
+        return next_index(self)
+
+    base.__init__ = __init__
+    base._reset = _reset
+    base._next_index = _next_index
+    setattr(base, _PATCHED, True)
+
+
+def reduce_loader_iterator(it: Any) -> Any:
+    """A DataLoader iterator as (loader, epoch, batches yielded, base seed)."""
+    module = sys.modules[_DATALOADER]
+    epoch = it.__dict__.get("_portal_epoch")
+    if epoch is None:
+        raise TypeError(
+            "cannot carry this DataLoader iterator: it was created before Portal's runtime was "
+            "armed, so the epoch's order is unknown. Run the script with `portal run`"
+        )
+    if it._dataset_kind != module._DatasetKind.Map:
+        raise TypeError(
+            "cannot carry an iterator over an IterableDataset: its position lies inside the "
+            "dataset's own iterator. Use a map-style Dataset (with __getitem__) or pause "
+            "between epochs"
+        )
+    return (
+        _rebuild_loader_iterator,
+        (type(it), it._portal_loader, epoch, it._num_yielded, it._base_seed),
+    )
+
+
+def _replay(index_sampler: Any, epoch: Epoch, skip: int) -> Iterator[Any]:
+    """The sampler's iterator as it was after ``skip`` batches, its generators left untouched."""
+    generators = [g for g, _ in itertools.chain(epoch.at_iter, epoch.at_first or ())]
+    saved = _states(list({id(g): g for g in generators}.values()))
+    try:
+        _apply(epoch.at_iter)
+        it: Iterator[Any] = iter(index_sampler)
+        if epoch.at_first is None:
+            return it  # no index drawn yet: it draws from the live state, as it would have
+        _apply(epoch.at_first)
+        first = next(it, _END)
+        if first is _END:
+            return iter(())
+        stream = itertools.chain((first,), it)
+        for _ in itertools.islice(stream, skip):
+            pass
+        return stream
+    finally:
+        _apply(saved)
+
+
+_END = object()
+
+
+def _rebuild_loader_iterator(
+    cls: type, loader: Any, epoch: Epoch, num_yielded: int, base_seed: int
+) -> Any:
+    global _resuming
+    install(sys.modules[_DATALOADER])
+    sampler_iter = _replay(loader._index_sampler, epoch, num_yielded)
+    # Constructing draws a base seed the checkpoint already has: put the generators back after.
+    saved = _states(_generators(loader))
+    _resuming = _Resuming(epoch, sampler_iter, base_seed)
+    try:
+        it = cls(loader)
+    finally:
+        _resuming = None
+        _apply(saved)
+    it._num_yielded = num_yielded
+    return it
+
+
+def reduce_loader(loader: Any) -> Any:
+    """A DataLoader without its cached persistent-workers iterator (whose workers are this
+    process's): the resumed loader starts new ones at its next epoch."""
+    rv = loader.__reduce_ex__(5)
+    if len(rv) < 3 or not isinstance(rv[2], dict) or rv[2].get("_iterator") is None:
+        return NotImplemented
+    state = dict(rv[2])
+    state["_iterator"] = None
+    return (rv[0], rv[1], state, *rv[3:])
+
+
+# -- tqdm -------------------------------------------------------------------------------------
+
+_BAR_SKIPPED = ("fp", "sp", "pos", "_time", "start_t", "last_print_t")
+
+
+def _stream_of(bar: Any) -> Any:
+    fp = bar.fp
+    return getattr(fp, "_wrapped", fp)  # tqdm wraps the stream in DisableOnWriteError
+
+
+def reduce_bar(bar: Any) -> Any:
+    now = time.time()
+    state = {k: v for k, v in vars(bar).items() if k not in _BAR_SKIPPED}
+    ago = (now - bar.start_t, now - bar.last_print_t)
+    return (_rebuild_bar, (type(bar), _stream_of(bar), ago, bool(bar.disable)), state)
+
+
+def _rebuild_bar(cls: type, stream: Any, ago: tuple[float, float], disabled: bool = False) -> Any:
+    # delay=inf: tqdm draws at construction otherwise; the state restored after sets it back.
+    # A closed (or disabled) bar is built disabled: tqdm then keeps it out of its list of live
+    # bars, which would otherwise push every later bar one line down.
+    bar = cls(file=stream, delay=float("inf"), leave=False, disable=disabled)
+    now = time.time()
+    bar.start_t = now - ago[0]
+    bar.last_print_t = now - ago[1]
+    return bar
+
+
+class BarIterator:
+    """tqdm's ``for obj in bar`` loop, continued from a checkpoint: each step counts the object
+    the loop body just had and redraws the bar when tqdm's own loop would (same test of
+    ``miniters``, ``mininterval`` and ``delay``)."""
+
+    def __init__(
+        self, bar: Any, source: Iterator[Any], n: int, last_print_n: int, pending: bool
+    ) -> None:
+        self.bar = bar
+        self.source = source
+        self.n = n
+        self.last_print_n = last_print_n
+        self.pending = pending  # an object was handed out and is not counted yet
+        self.done = False
+
+    def __iter__(self) -> BarIterator:
+        return self
+
+    def __next__(self) -> Any:
+        if self.done:
+            raise StopIteration
+        if self.pending:
+            self._count()
+        try:
+            obj = next(self.source)
+        except StopIteration:
+            self.done = True
+            self.bar.n = self.n
+            self.bar.close()
+            raise
+        self.pending = True
+        return obj
+
+    def _count(self) -> None:
+        bar = self.bar
+        self.n += 1
+        if self.n - self.last_print_n >= bar.miniters:
+            now = bar._time()
+            if now - bar.last_print_t >= bar.mininterval and now >= bar.start_t + bar.delay:
+                bar.update(self.n - self.last_print_n)
+                self.last_print_n = bar.last_print_n
+        self.pending = False
+
+    def __reduce__(self) -> Any:
+        return (BarIterator, (self.bar, self.source, self.n, self.last_print_n, self.pending))
+
+
+def reduce_bar_generator(gen: Any) -> Any:
+    """tqdm's ``__iter__`` generator, suspended in a ``for`` loop, as a :class:`BarIterator`."""
+    state = inspect.getgeneratorstate(gen)
+    if state == inspect.GEN_CLOSED:
+        return (iter, ((),))
+    bar = gen.gi_frame.f_locals["self"]
+    if state == inspect.GEN_CREATED:
+        return (_fresh_bar_iterator, (bar,))
+    if gen.gi_yieldfrom is not None:  # a disabled bar: `yield from iterable`
+        return (iter, (gen.gi_yieldfrom,))
+    local = gen.gi_frame.f_locals
+    _slots, stack = frames.read_slots_and_stack(gen.gi_frame)
+    source = next((v for v in stack if hasattr(v, "__next__")), None)
+    if source is None:
+        raise TypeError("cannot carry this tqdm loop: its iterator was not found on its frame")
+    return (BarIterator, (bar, source, local["n"], local["last_print_n"], True))
+
+
+def _fresh_bar_iterator(bar: Any) -> Any:
+    return iter(bar)
+
+
+def serializer_specs() -> list[SerializerSpec]:
+    return [
+        SerializerSpec(
+            name="capture_loops",
+            reducers={
+                f"{_DATALOADER}._BaseDataLoaderIter": reduce_loader_iterator,
+                f"{_DATALOADER}.DataLoader": reduce_loader,
+                "tqdm.std.tqdm": reduce_bar,
+                "tqdm.std.tqdm.__iter__": reduce_bar_generator,
+            },
+            description="DataLoader iterators re-created at their position; tqdm bars",
+        )
+    ]
+
+
+def specs() -> list[CaptureExtensionSpec]:
+    """No state of its own (positions travel in the pickle): arms the DataLoader hook, so epochs
+    are recorded from torch's import on. Called when the plugins load, before the script runs."""
+    when_imported(_DATALOADER, install)
+    return []

@@ -1,0 +1,240 @@
+"""torch tensors in a checkpoint: storages once, out of band; tensors as views onto them.
+
+``torch``'s own pickling (``Tensor.__reduce_ex__``) copies every storage into the pickle stream
+and needs ``torch.load``'s persistent-id machinery to share one storage between tensors. A
+checkpoint already has a better place for bulk bytes: out-of-band buffers, written straight from
+the memory they live in. So:
+
+- an ``UntypedStorage`` reduces to its bytes as a :class:`pickle.PickleBuffer` over the storage's
+  own memory (no copy on a CPU tensor) plus its device. ``tensor.untyped_storage()`` returns the
+  same Python object for one storage every time, so the pickle memoizes it: tensors sharing a
+  storage (views, ``reshape``, parameters and their ``.data``) share it again after a resume;
+- a tensor reduces to that storage and its view geometry (offset, size, stride, dtype), its
+  ``requires_grad``, ``.grad`` and Python attributes; an ``nn.Parameter`` stays a Parameter.
+  A tensor inside an autograd graph travels as its value (``detach()``): the graph is the
+  process's own, and a loss kept from the last step is the common case;
+- on resume the bytes become the storage with no copy (the buffer read from the checkpoint
+  *is* the tensor's memory). A CUDA storage goes back onto a GPU when this machine has one
+  (``cuda:N`` mapped onto the devices that exist), else onto the CPU, with a note on stderr;
+- the default CPU and CUDA ``torch.Generator`` objects pickle by reference (a program holding
+  ``torch.default_generator`` keeps using the process's one); other generators by value.
+
+Sparse, quantized, meta and nested tensors are refused with a message naming them: the engine
+then reports them as a value the checkpoint cannot carry.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import pickle
+import sys
+from typing import Any
+
+from portal.core.specs import SerializerSpec
+
+__all__ = ["reduce_generator", "reduce_storage", "reduce_tensor", "serializer_specs"]
+
+#: CUDA storages copied to host memory at most this many bytes at a time (one pinned buffer).
+PINNED_CHUNK = 256 << 20
+
+
+def _torch() -> Any:
+    return sys.modules["torch"]  # a reducer runs only for a type of a loaded torch
+
+
+# -- storages ---------------------------------------------------------------------------------
+
+
+def host_bytes(storage: Any) -> Any:
+    """The storage's bytes in host memory, as a flat buffer object that keeps its memory alive:
+    the storage's own memory for a CPU storage (no copy), a pinned host copy of a GPU one, made
+    in chunks of :data:`PINNED_CHUNK` (large transfers, but no second staging buffer).
+
+    A ctypes array over the memory, handed to :class:`pickle.PickleBuffer` as is: no
+    intermediate memoryview, whose exports would tie buffers together if a pickler's memo ever
+    ends up in a reference cycle."""
+    torch = _torch()
+    nbytes = int(storage.nbytes())
+    if nbytes == 0:
+        return b""
+    if storage.device.type != "cpu":
+        src = torch.empty(0, dtype=torch.uint8, device=storage.device)
+        src.set_(storage, 0, (nbytes,))
+        pin = bool(torch.cuda.is_available())
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
+        for start in range(0, nbytes, PINNED_CHUNK):
+            stop = min(nbytes, start + PINNED_CHUNK)
+            host[start:stop].copy_(src[start:stop], non_blocking=pin)
+        if pin:
+            torch.cuda.synchronize(storage.device)
+        storage = host.untyped_storage()
+    # A ctypes array over the storage's memory; it owns nothing, so it holds the storage.
+    array = (ctypes.c_ubyte * nbytes).from_address(storage.data_ptr())
+    array._portal_owner = storage  # type: ignore[attr-defined]
+    return array
+
+
+def reduce_storage(storage: Any) -> Any:
+    """An ``UntypedStorage``: its bytes out of band, and the device it lived on."""
+    return (_rebuild_storage, (pickle.PickleBuffer(host_bytes(storage)), str(storage.device)))
+
+
+def _rebuild_storage(data: Any, device: str) -> Any:
+    torch = _torch()
+    view = memoryview(data).cast("B")
+    if view.nbytes == 0:
+        flat = torch.empty(0, dtype=torch.uint8)
+    elif view.readonly:  # an in-memory image of a live process: never alias its memory
+        flat = torch.frombuffer(bytearray(view), dtype=torch.uint8)
+    else:  # the buffer read from the checkpoint becomes the tensor's memory
+        flat = torch.frombuffer(view, dtype=torch.uint8)
+    target = resume_device(device)
+    if target != "cpu":
+        flat = flat.to(target)
+    return flat.untyped_storage()
+
+
+_CPU_NOTE_SHOWN = False
+
+
+def resume_device(device: str) -> str:
+    """Where a storage saved on ``device`` goes in this process: ``cuda:N`` onto an existing GPU
+    (``N`` modulo the device count), or the CPU when this machine has none (noted once)."""
+    global _CPU_NOTE_SHOWN
+    if not device.startswith("cuda"):
+        return "cpu"
+    torch = _torch()
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        index = int(device.partition(":")[2] or 0)
+        return f"cuda:{index % torch.cuda.device_count()}"
+    if not _CPU_NOTE_SHOWN:
+        _CPU_NOTE_SHOWN = True
+        print(
+            "portal: this machine has no CUDA GPU; the checkpoint's GPU tensors were restored "
+            "onto the CPU (move them with .to('cuda') on a GPU machine)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return "cpu"
+
+
+# -- tensors ----------------------------------------------------------------------------------
+
+
+def reduce_tensor(tensor: Any) -> Any:
+    """A strided tensor as a view onto its (memoized) storage, with its autograd attributes."""
+    torch = _torch()
+    if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested:
+        raise TypeError(
+            f"cannot carry a {tensor.layout} / quantized / nested tensor "
+            f"({tuple(tensor.shape)}, {tensor.dtype}); convert it to a dense tensor "
+            "(.to_dense() / .dequantize()) before the pause"
+        )
+    if tensor.device.type == "meta":
+        raise TypeError("cannot carry a tensor on the 'meta' device: it has no data")
+    if type(tensor) not in (torch.Tensor, torch.nn.Parameter):
+        t = type(tensor)
+        raise TypeError(
+            f"cannot carry tensor subclass '{t.__module__}.{t.__qualname__}'; store its data "
+            "as a plain tensor"
+        )
+    leaf = tensor.is_leaf
+    value = tensor if leaf else tensor.detach()
+    state: dict[str, Any] = {
+        "requires_grad": bool(tensor.requires_grad and leaf),
+        "grad": tensor.grad if leaf else None,
+    }
+    attrs = getattr(tensor, "__dict__", None)
+    if attrs:
+        state["attrs"] = dict(attrs)
+    return (
+        _rebuild_tensor,
+        (
+            value.untyped_storage(),
+            int(value.storage_offset()),
+            tuple(value.shape),
+            tuple(value.stride()),
+            value.dtype,
+            isinstance(tensor, torch.nn.Parameter),
+        ),
+        state,
+        None,
+        None,
+        _set_tensor_state,
+    )
+
+
+def _rebuild_tensor(
+    storage: Any,
+    offset: int,
+    size: tuple[int, ...],
+    stride: tuple[int, ...],
+    dtype: Any,
+    param: bool,
+) -> Any:
+    torch = _torch()
+    tensor = torch.empty(0, dtype=dtype, device=storage.device)
+    tensor.set_(storage, offset, size, stride)
+    if param:
+        tensor = torch.nn.Parameter(tensor, requires_grad=False)
+    return tensor
+
+
+def _set_tensor_state(tensor: Any, state: dict[str, Any]) -> None:
+    tensor.requires_grad_(state["requires_grad"])
+    if state.get("grad") is not None:
+        tensor.grad = state["grad"]
+    for key, value in state.get("attrs", {}).items():
+        setattr(tensor, key, value)
+
+
+# -- generators -------------------------------------------------------------------------------
+
+
+def reduce_generator(gen: Any) -> Any:
+    """The process's default CPU/CUDA generators by reference; any other by value (torch's)."""
+    torch = _torch()
+    if gen is torch.default_generator:
+        return (_default_generator, ("cpu",))
+    cuda = sys.modules.get("torch.cuda")
+    if cuda is not None and gen.device.type == "cuda":
+        defaults = getattr(cuda, "default_generators", ())
+        for i, default in enumerate(defaults):
+            if gen is default:
+                return (_default_generator, (f"cuda:{i}",))
+        # Another CUDA generator: by value onto the device it maps to here.
+        return (_rebuild_generator, (resume_device(str(gen.device)), gen.get_state()))
+    return NotImplemented
+
+
+def _default_generator(device: str) -> Any:
+    torch = _torch()
+    if device == "cpu":
+        return torch.default_generator
+    target = resume_device(device)
+    if target == "cpu":
+        return torch.default_generator
+    return torch.cuda.default_generators[int(target.partition(":")[2])]
+
+
+def _rebuild_generator(device: str, state: Any) -> Any:
+    torch = _torch()
+    gen = torch.Generator(device=device)
+    if device == "cpu":
+        return gen  # a CUDA generator's state does not fit the CPU's; it starts fresh
+    gen.set_state(state)
+    return gen
+
+
+def serializer_specs() -> list[SerializerSpec]:
+    return [
+        SerializerSpec(
+            name="capture_torch",
+            reducers={
+                "torch.Tensor": reduce_tensor,
+                "torch.UntypedStorage": reduce_storage,
+                "torch._C.Generator": reduce_generator,
+            },
+            description="torch tensors (storages out of band, views shared) and generators",
+        )
+    ]

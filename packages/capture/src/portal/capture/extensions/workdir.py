@@ -1,0 +1,441 @@
+"""The files of the job's working directory, carried with the checkpoint.
+
+A resumed job may run on a new machine whose working directory is empty: what the program wrote
+there (a log it appends to, a results file, a cache it reads back) must be there again before
+it continues. The spec lists "the files in the working directory" in what a checkpoint holds and
+"files outside the working directory" in what it does not.
+
+* **The job's working directory** is the directory the runtime started in (the node starts a
+  job in its working directory), in each process: a resumed process restores the files into
+  *its* working directory, which on a new machine need not have the old one's path. A program
+  that had changed into a subdirectory is put back into the same subdirectory there, and
+  :func:`relocate` maps other extensions' paths (a log file's) the same way. The engine used
+  in-process, outside the runtime, carries no files.
+* **What travels**: regular files (contents, permission bits, modification time), directories,
+  and symbolic links whose target stays inside the directory (recorded relative, so they point
+  at the same file in the new place). A link that leads outside is a file outside the working
+  directory: not carried, and said so. Sockets, FIFOs and devices belong to this machine.
+  ``.portalignore`` at the top of the directory (gitignore syntax, read with ``pathspec``, the
+  library git-compatible tools use) leaves out what need not travel. Always left out: Portal's
+  own checkpoints (``*.portal``), bytecode and tool caches, and virtual environments (a directory
+  holding ``pyvenv.cfg``): installed packages are installed again on the new machine, as the
+  spec says. A ``!`` line in ``.portalignore`` brings back a cache (not a virtual environment).
+* **Size**: files of 64 KiB or more travel as out-of-band buffers, mapped rather than read, so
+  the checkpoint file holds their bytes as they are and the store's deduplication makes an
+  unchanged file cost nothing. When the directory holds more than :data:`WARN_BYTES` (1 GiB),
+  the first checkpoint or check of each process prints a note naming the total, the biggest
+  files and ``.portalignore``.
+* **Restoring is checked**: every entry is checked before anything is written; an entry that
+  would write outside the directory (an absolute path, ``..``, a link or an existing directory
+  link that leads out) is refused with :class:`UnsafeWorkdirEntryError` naming it, and the
+  resume stops. A file already there with the same size and modification time is left as is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import posixpath
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar, Final, NamedTuple
+
+import pathspec
+
+from portal.core.errors import CapturePortalError
+from portal.core.specs import CaptureExtensionSpec
+
+__all__ = [
+    "IGNORE_FILE",
+    "WARN_BYTES",
+    "UnsafeWorkdirEntryError",
+    "WorkdirEntry",
+    "WorkdirFiles",
+    "WorkdirReport",
+    "WorkdirState",
+    "job_root",
+    "relocate",
+    "set_job_root",
+    "specs",
+]
+
+IGNORE_FILE: Final = ".portalignore"
+#: Always left out: Portal's own checkpoints (a checkpoint must not carry the previous one) and
+#: bytecode caches (rebuilt on import).
+ALWAYS_IGNORED: Final = (
+    "*.portal",
+    ".*.portal.*.tmp",
+    ".portal-restore-*",
+    "__pycache__/",
+    ".mypy_cache/",
+    ".pytest_cache/",
+    ".ruff_cache/",
+)
+#: A working directory larger than this gets a note at its first checkpoint or check.
+WARN_BYTES: Final = 1 << 30
+#: For tests: the note's threshold in bytes (internal, like the check's budget variable).
+WARN_BYTES_ENV: Final = "PORTAL_CAPTURE_WORKDIR_WARN_BYTES"
+#: Files at least this large travel out of band (mapped, deduplicated by the store).
+OUT_OF_BAND_BYTES: Final = 64 * 1024
+_BIGGEST_SHOWN: Final = 3
+
+_ROOT: list[str] = []  # runtime singleton: the directory the runtime started in
+_MOVED: list[tuple[str, str]] = []  # runtime singleton: (old root, new root) once restored
+
+
+def set_job_root(path: str) -> None:
+    """Called by ``portal.runtime`` before anything changes the directory."""
+    _ROOT[:] = [os.path.abspath(path)]
+
+
+def job_root() -> str:
+    """The job's working directory in this process (default: the current directory)."""
+    return _ROOT[0] if _ROOT else os.getcwd()
+
+
+def relocate(path: str) -> str:
+    """``path`` as it is in this process: a path inside the working directory the checkpoint was
+    taken in is mapped into this process's working directory (a resume on a new machine), any
+    other path is returned as is. For extensions restored after the files (a log file's path)."""
+    if not _MOVED:
+        return path
+    old, new = _MOVED[0]
+    rel = os.path.relpath(os.path.abspath(path), old)
+    if rel == "." or _inside(rel.replace(os.sep, "/")):
+        return os.path.normpath(os.path.join(new, rel))
+    return path
+
+
+class UnsafeWorkdirEntryError(CapturePortalError):
+    """A checkpoint's working-directory entry would be written outside the directory."""
+
+    code: ClassVar[str] = "CAPTURE_UNSAFE_WORKDIR_ENTRY"
+
+
+class WorkdirEntry(NamedTuple):
+    """One path of the working directory, relative, with ``/`` separators.
+
+    ``kind``: ``"d"`` directory, ``"f"`` file (``data``: its bytes or an out-of-band buffer),
+    ``"l"`` symbolic link (``data``: its target, relative to the link's directory).
+    """
+
+    path: str
+    kind: str
+    mode: int
+    mtime_ns: int
+    data: Any
+
+
+class WorkdirFiles(NamedTuple):
+    """What the checkpoint holds: the entries, the program's directory relative to the working
+    directory (``None``: it was outside) and the working directory's path where it was taken."""
+
+    entries: list[WorkdirEntry]
+    cwd: str | None
+    root: str = ""
+
+
+class WorkdirReport(NamedTuple):
+    """The size report of one capture."""
+
+    total_bytes: int
+    files: int
+    biggest: list[tuple[str, int]]
+    outside_links: list[str]
+
+
+def _ignore_spec(root: str) -> pathspec.GitIgnoreSpec:
+    lines = list(ALWAYS_IGNORED)
+    with (
+        contextlib.suppress(FileNotFoundError, IsADirectoryError),
+        open(os.path.join(root, IGNORE_FILE), encoding="utf-8") as fh,
+    ):
+        lines += fh.read().splitlines()
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _inside(rel: str) -> bool:
+    """``rel`` is a plain relative path that stays inside the directory (lexically)."""
+    if not rel or "\0" in rel or rel.startswith("/") or "\\" in rel:
+        return False
+    parts = rel.split("/")
+    return all(p not in ("", ".", "..") for p in parts)
+
+
+def _link_target(root: str, rel: str, target: str) -> str | None:
+    """The link's target relative to its own directory if it stays inside ``root``, else None."""
+    here = posixpath.dirname(rel)
+    if os.path.isabs(target):
+        resolved = os.path.relpath(os.path.normpath(target), root).replace(os.sep, "/")
+    else:
+        resolved = posixpath.normpath(posixpath.join(here, target))
+    if resolved == "." or _inside(resolved):
+        return posixpath.relpath(resolved, here or ".")
+    return None
+
+
+def _file_data(path: str, size: int) -> Any:
+    """Small files inline; larger ones as a mapped out-of-band buffer (no copy here)."""
+    if size < OUT_OF_BAND_BYTES:
+        with open(path, "rb") as fh:
+            return fh.read()
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return pickle.PickleBuffer(mapped)
+
+
+def scan(root: str) -> tuple[WorkdirFiles, WorkdirReport]:
+    """Read ``root``'s entries (see module docstring) and their size report."""
+    spec = _ignore_spec(root)
+    entries: list[WorkdirEntry] = []
+    sizes: list[tuple[str, int]] = []
+    outside: list[str] = []
+    for rel, st in _walk(root, spec):
+        full = os.path.join(root, rel)
+        if stat.S_ISLNK(st.st_mode):
+            target = _link_target(root, rel, os.readlink(full))
+            if target is None:
+                outside.append(rel)
+                continue
+            entries.append(WorkdirEntry(rel, "l", 0, st.st_mtime_ns, target))
+        elif stat.S_ISDIR(st.st_mode):
+            entries.append(WorkdirEntry(rel, "d", stat.S_IMODE(st.st_mode), st.st_mtime_ns, None))
+        elif stat.S_ISREG(st.st_mode):
+            try:
+                data = _file_data(full, st.st_size)
+            except OSError:
+                continue  # removed meanwhile, or unreadable: not the program's to carry
+            entries.append(WorkdirEntry(rel, "f", stat.S_IMODE(st.st_mode), st.st_mtime_ns, data))
+            sizes.append((rel, st.st_size))
+    cwd = os.getcwd()
+    rel_cwd = os.path.relpath(cwd, root).replace(os.sep, "/")
+    carried_cwd = rel_cwd if rel_cwd == "." or _inside(rel_cwd) else None
+    sizes.sort(key=lambda item: -item[1])
+    report = WorkdirReport(
+        total_bytes=sum(size for _, size in sizes),
+        files=len(sizes),
+        biggest=sizes[:_BIGGEST_SHOWN],
+        outside_links=outside,
+    )
+    return WorkdirFiles(entries, carried_cwd, root), report
+
+
+def _walk(root: str, spec: pathspec.GitIgnoreSpec) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry under ``root`` not ignored, parents before children, links not followed."""
+    pending = [""]
+    while pending:
+        rel_dir = pending.pop()
+        try:
+            with os.scandir(os.path.join(root, rel_dir) if rel_dir else root) as it:
+                listing = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue
+        subdirs = []
+        for entry in listing:
+            rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if spec.match_file(rel + "/" if is_dir else rel):
+                continue
+            if is_dir and os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                continue  # a virtual environment: installed packages, installed again there
+            yield rel, st
+            if is_dir:
+                subdirs.append(rel)
+        pending.extend(reversed(subdirs))
+
+
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+def large_note(root: str, report: WorkdirReport) -> str:
+    """The note for a large working directory: the total, the biggest files, the way out."""
+    biggest = ", ".join(f"{path} {_human(size)}" for path, size in report.biggest)
+    return (
+        f"portal: note: the working directory {root} holds {_human(report.total_bytes)} in "
+        f"{report.files} files, carried with every checkpoint (biggest: {biggest}); list what "
+        f"need not travel in {os.path.join(root, IGNORE_FILE)} (gitignore syntax)"
+    )
+
+
+def _check_entries(root: str, entries: Sequence[WorkdirEntry]) -> None:
+    """Refuse the whole restore, before anything is written, if one entry could write outside
+    ``root`` (the directories and links already there are followed as the writes would)."""
+    root_real = os.path.realpath(root)
+    for entry in entries:
+        what = {"d": "directory", "f": "file", "l": "link"}.get(entry.kind)
+        bad = None
+        if what is None:
+            bad = f"an unknown kind of entry {entry.kind!r}"
+        elif not _inside(entry.path):
+            bad = "a path that leads outside it (absolute, empty or with '..')"
+        elif entry.kind == "l" and (
+            not isinstance(entry.data, str)
+            or _link_target(root, entry.path, entry.data) is None
+            or os.path.isabs(entry.data)
+        ):
+            bad = f"a link whose target {entry.data!r} leads outside it"
+        if bad is not None:
+            raise UnsafeWorkdirEntryError(
+                f"the checkpoint's working-directory {what or 'entry'} {entry.path!r} has {bad}; "
+                "Portal writes nothing outside the job's working directory and does not resume "
+                "this checkpoint. Resume from an earlier checkpoint, or run the job again",
+                details={"path": entry.path, "kind": entry.kind},
+            )
+        _parent_inside(root_real, root, entry.path)
+
+
+def _parent_inside(root_real: str, root: str, rel: str) -> None:
+    """The entry's directory, as it resolves on disk now (links followed), is inside ``root``."""
+    parent = os.path.realpath(os.path.join(root, posixpath.dirname(rel)))
+    if parent != root_real and not parent.startswith(root_real + os.sep):
+        raise UnsafeWorkdirEntryError(
+            f"the checkpoint's working-directory entry {rel!r} would be written through a link "
+            f"that leads outside the working directory {root} (to {parent}); Portal writes "
+            "nothing outside it. Remove or replace that link in the working directory and "
+            "resume again",
+            details={"path": rel},
+        )
+
+
+def _clear(path: str) -> None:
+    """Make room for an entry of another kind (a link never followed, a tree removed)."""
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(path)
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+
+def restore_files(root: str, files: WorkdirFiles) -> None:
+    """Write ``files`` into ``root`` (checked first, see module docstring) and enter the
+    program's directory there."""
+    _check_entries(root, files.entries)
+    os.makedirs(root, exist_ok=True)
+    if files.root:
+        _MOVED[:] = [(files.root, os.path.abspath(root))]
+    root_real = os.path.realpath(root)
+    links = []
+    for entry in files.entries:
+        if entry.kind == "l":
+            links.append(entry)
+            continue
+        _parent_inside(root_real, root, entry.path)
+        full = os.path.join(root, entry.path)
+        if entry.kind == "d":
+            if not os.path.isdir(full) or os.path.islink(full):
+                _clear(full)
+                os.mkdir(full)
+            os.chmod(full, entry.mode | 0o700)
+        else:
+            _write_file(full, entry)
+    for entry in links:  # last: no file is written through a link made here
+        _parent_inside(root_real, root, entry.path)
+        full = os.path.join(root, entry.path)
+        with contextlib.suppress(OSError):
+            if os.readlink(full) == entry.data:
+                continue
+        _clear(full)
+        os.symlink(entry.data, full)
+    for entry in reversed(files.entries):  # directories' times after their contents
+        if entry.kind == "d":
+            with contextlib.suppress(OSError):
+                os.utime(os.path.join(root, entry.path), ns=(entry.mtime_ns, entry.mtime_ns))
+    if files.cwd is not None:
+        target = os.path.normpath(os.path.join(root, files.cwd))
+        with contextlib.suppress(OSError):
+            os.chdir(target)
+
+
+def _write_file(full: str, entry: WorkdirEntry) -> None:
+    data = memoryview(entry.data).cast("B")
+    with contextlib.suppress(OSError):
+        st = os.lstat(full)
+        if (
+            stat.S_ISREG(st.st_mode)
+            and st.st_size == data.nbytes
+            and st.st_mtime_ns == entry.mtime_ns
+        ):
+            return  # already there (a resume on the same machine)
+    directory = os.path.dirname(full)
+    fd, tmp = tempfile.mkstemp(prefix=".portal-restore-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.chmod(tmp, entry.mode)
+        os.utime(tmp, ns=(entry.mtime_ns, entry.mtime_ns))
+        if os.path.isdir(full) and not os.path.islink(full):
+            _clear(full)  # a directory where the program had a file
+        os.replace(tmp, full)  # replaces a link itself, never what it points to
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class WorkdirState:
+    """The extension: capture scans the job's working directory, restore writes it back."""
+
+    def __init__(self, warn_bytes: int | None = None) -> None:
+        if warn_bytes is None:
+            try:
+                warn_bytes = int(os.environ.get(WARN_BYTES_ENV, WARN_BYTES))
+            except ValueError:
+                warn_bytes = WARN_BYTES
+        self.warn_bytes = warn_bytes
+        self.warned = False
+        self.outside_said: set[str] = set()
+        self.last_report: WorkdirReport | None = None
+
+    def capture(self) -> WorkdirFiles | None:
+        if not _ROOT:
+            return None  # not a job run by the runtime (the engine used in-process): no files
+        root = _ROOT[0]
+        if os.path.dirname(root) == root:
+            return None  # a job started at "/" has no working directory of its own to carry
+        files, report = scan(root)
+        self.last_report = report
+        if report.total_bytes > self.warn_bytes and not self.warned:
+            self.warned = True
+            print(large_note(root, report), file=sys.stderr, flush=True)
+        new_outside = [p for p in report.outside_links if p not in self.outside_said]
+        if new_outside:
+            self.outside_said.update(new_outside)
+            print(
+                "portal: note: these links lead outside the working directory and are not "
+                f"carried with the checkpoint (only its own files are): {', '.join(new_outside)}",
+                file=sys.stderr,
+                flush=True,
+            )
+        return files
+
+    def restore(self, files: WorkdirFiles | None) -> None:
+        if files is not None:
+            restore_files(job_root(), files)
+
+
+def specs() -> list[CaptureExtensionSpec]:
+    state = WorkdirState()
+    return [
+        CaptureExtensionSpec(
+            name="workdir_files",
+            capture=state.capture,
+            restore=state.restore,
+            description="the files of the job's working directory (.portalignore leaves some out)",
+        )
+    ]

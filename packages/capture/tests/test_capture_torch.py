@@ -1,0 +1,201 @@
+"""torch tensors, generators, RNG states and numeric settings through a checkpoint's pickle:
+storages travel once, out of band, and every sharing, gradient and setting survives."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from portal.capture._plugins import load_reducers  # noqa: E402
+from portal.capture.extensions import tensors, torch_state  # noqa: E402
+from portal.capture.image import CheckpointImage, Header, InterpreterInfo, read_image, write_image  # noqa: E402
+from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
+
+
+def roundtrip(obj: Any, tmp_path: Any = None) -> Any:
+    """Pickle with the plugins' reducers; load from buffers as a resume would (through a
+    checkpoint file when ``tmp_path`` is given)."""
+    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
+    if tmp_path is None:
+        return pickle.loads(data, buffers=[memoryview(bytearray(b)) for b in buffers])
+    header = Header(
+        interpreter=InterpreterInfo.current(), script="s.py", argv=[], cwd="/", created=0
+    )
+    path = tmp_path / "ck.portal"
+    write_image(CheckpointImage(header=header, pickle=data, buffers=buffers), path)
+    image = read_image(path)
+    return pickle.loads(image.pickle, buffers=image.buffers)
+
+
+def test_views_and_shared_storages_stay_shared(tmp_path: Any) -> None:
+    base = torch.arange(24.0).reshape(4, 6)
+    view = base[1:, ::2]
+    flat = base.view(-1)
+    back = roundtrip({"base": base, "view": view, "flat": flat}, tmp_path)
+    assert torch.equal(back["view"], view) and back["view"].stride() == view.stride()
+    back["base"][2, 0] = -1.0
+    assert back["view"][1, 0] == -1.0 and back["flat"][12] == -1.0
+    assert back["base"].untyped_storage().data_ptr() == back["flat"].untyped_storage().data_ptr()
+
+
+def test_one_buffer_per_storage_and_no_copy_of_cpu_memory() -> None:
+    big = torch.zeros(1000)
+    _, buffers, _ = dumps(
+        [big, big[10:], big.view(10, 100)],
+        namespaces={},
+        reducers=resolve_reducers(load_reducers()),
+    )
+    assert [b.nbytes for b in buffers] == [4000]
+    big[0] = 5.0  # the buffer is the tensor's own memory
+    assert bytes(buffers[0][:4]) == torch.tensor([5.0]).numpy().tobytes()
+
+
+def test_model_gradients_and_adam_state_survive() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        model(torch.randn(5, 3)).sum().backward()
+        opt.step()
+    model[1].weight.requires_grad_(False)
+    back = roundtrip({"model": model, "opt": opt})
+    m2, o2 = back["model"], back["opt"]
+    for p, q in zip(model.parameters(), m2.parameters(), strict=True):
+        assert type(q) is torch.nn.Parameter and torch.equal(p, q)
+        assert q.requires_grad == p.requires_grad
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            assert torch.equal(p.grad, q.grad)
+    assert o2.param_groups[0]["params"][0] is m2[0].weight  # the optimizer holds the model's own
+    x = torch.randn(5, 3)
+    for mod, opt_ in ((model, opt), (m2, o2)):
+        opt_.zero_grad()
+        mod(x).sum().backward()
+        opt_.step()
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), m2.parameters(), strict=True))
+
+
+def test_a_tensor_inside_a_graph_travels_as_its_value() -> None:
+    w = torch.ones(3, requires_grad=True)
+    loss = (w * 2).sum()
+    back = roundtrip({"loss": loss})
+    assert back["loss"].item() == 6.0 and not back["loss"].requires_grad
+
+
+def test_unsupported_tensors_are_refused_by_name() -> None:
+    sparse = torch.eye(3).to_sparse()
+    with pytest.raises(TypeError, match=r"sparse_coo.*to_dense"):
+        roundtrip(sparse)
+    with pytest.raises(TypeError, match="meta"):
+        roundtrip(torch.empty(2, device="meta"))
+
+
+def test_dtypes_and_empty_tensors() -> None:
+    values = [
+        torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+        torch.tensor([1, 2], dtype=torch.int8),
+        torch.tensor([True, False]),
+        torch.empty(0, 3),
+        torch.tensor(3.25, dtype=torch.float64),
+        torch.tensor([1 + 2j]),
+    ]
+    for before, after in zip(values, roundtrip(values), strict=True):
+        assert after.dtype == before.dtype and after.shape == before.shape
+        assert torch.equal(after, before)
+
+
+def test_generators_default_by_reference_others_by_value() -> None:
+    g = torch.Generator().manual_seed(42)
+    torch.rand(3, generator=g)
+    back = roundtrip({"default": torch.default_generator, "g": g})
+    assert back["default"] is torch.default_generator
+    assert back["g"] is not g
+    assert torch.equal(torch.rand(4, generator=back["g"]), torch.rand(4, generator=g))
+
+
+def test_global_rng_state_is_captured_and_restored() -> None:
+    torch.manual_seed(3)
+    torch.rand(5)
+    state = roundtrip(torch_state.capture_rng())
+    expected = torch.rand(4)
+    torch.manual_seed(99)
+    torch_state.restore_rng(state)
+    assert torch.equal(torch.rand(4), expected)
+
+
+def test_every_numeric_setting_the_program_changed_is_restored() -> None:
+    settings = torch_state.TorchSettings()  # torch is loaded: the baseline is read now
+    assert settings.capture() == {}
+    changed = {
+        "default_dtype": torch.float64,
+        "float32_matmul_precision": "medium",
+        "deterministic_algorithms": (True, True),
+        "cudnn.enabled": False,
+        "cudnn.benchmark": True,
+        "cudnn.deterministic": True,
+        "cudnn.allow_tf32": False,
+        "grad_enabled": False,
+        "num_threads": max(1, torch.get_num_threads() - 1) if torch.get_num_threads() > 1 else 2,
+    }
+    baseline = dict(settings.baseline or {})
+    try:
+        settings.restore(changed)
+        captured = roundtrip(settings.capture())
+        for name, value in changed.items():
+            assert captured[name] == value, name
+        settings.restore({k: v for k, v in baseline.items() if k in changed})
+        assert torch.get_default_dtype() == torch.float32 and torch.is_grad_enabled()
+        settings.restore(captured)
+        assert torch.get_default_dtype() == torch.float64
+        assert torch.get_float32_matmul_precision() == "medium"
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        assert not torch.backends.cudnn.enabled and torch.backends.cudnn.benchmark
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.allow_tf32
+        assert not torch.is_grad_enabled()
+        assert torch.get_num_threads() == changed["num_threads"]
+    finally:
+        settings.restore({k: v for k, v in baseline.items() if k in changed})
+        torch.set_grad_enabled(True)
+
+
+def test_gpu_storage_restores_onto_the_cpu_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    """A checkpoint of a GPU job resumed on a machine without one: the bytes land on the CPU."""
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the storage would go onto it")
+    data = torch.arange(4.0).numpy().tobytes()
+    storage = tensors._rebuild_storage(memoryview(bytearray(data)), "cuda:3")
+    tensor = tensors._rebuild_tensor(storage, 0, (4,), (1,), torch.float32, False)
+    assert tensor.device.type == "cpu" and tensor.tolist() == [0.0, 1.0, 2.0, 3.0]
+    tensors._CPU_NOTE_SHOWN = False
+    tensors.resume_device("cuda:0")
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_tensors_come_back_on_a_gpu(tmp_path: Any) -> None:
+    device = f"cuda:{torch.cuda.device_count() - 1}"
+    model = torch.nn.Linear(64, 64).to(device)
+    big = torch.randn(1 << 20, device=device)  # several pinned chunks when PINNED_CHUNK is small
+    tensors.PINNED_CHUNK, chunk = 1 << 18, tensors.PINNED_CHUNK
+    try:
+        back = roundtrip({"model": model, "big": big, "view": big[5:]}, tmp_path)
+    finally:
+        tensors.PINNED_CHUNK = chunk
+    assert back["big"].device.type == "cuda" and torch.equal(back["big"], big)
+    assert back["view"].untyped_storage().data_ptr() == back["big"].untyped_storage().data_ptr()
+    assert back["model"].weight.device.type == "cuda"
+    state = torch_state.capture_rng()
+    assert "cuda" in state
+    expected = torch.rand(3, device=device)
+    torch.cuda.manual_seed_all(5)
+    torch_state.restore_rng(state)
+    assert torch.equal(torch.rand(3, device=device), expected)
+    assert sys.modules["torch"].cuda.is_initialized()

@@ -1,0 +1,35 @@
+"""Which modules are the user's own: files under the script's directory, and nothing a library
+names with a relative path."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from portal.capture.usercode import UserCode
+
+
+def test_a_relative_module_file_is_a_librarys_not_the_users(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch's ``torch.ops`` says its ``__file__`` is "_ops.py": with the job running in the
+    script's own directory that path resolves there, yet it is no file of the user's."""
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    helper = tmp_path / "helper.py"
+    helper.write_text("X = 1\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "_ops.py").write_text("")  # even a file of that name there changes nothing
+    synthetic = types.ModuleType("fake_torch_ops")
+    synthetic.__file__ = "_ops.py"
+    mine = types.ModuleType("helper")
+    mine.__file__ = str(helper)
+    monkeypatch.setitem(sys.modules, "fake_torch_ops", synthetic)
+    monkeypatch.setitem(sys.modules, "helper", mine)
+
+    names = [name for name, _ in UserCode(str(script)).user_modules()]
+    assert "helper" in names
+    assert "fake_torch_ops" not in names

@@ -1,0 +1,52 @@
+"""The run page's Overview and banner, built from ``portal status --json``'s object.
+
+Built on the server, not in the browser, so the words (sizes, times, the checkpoint check's
+line) come from the same wording helpers as the CLI's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.control import wording
+from portal.control.views import checkpoint_check_line
+
+__all__ = ["banner", "overview"]
+
+
+def overview(status: dict[str, Any], now: float) -> list[list[str]]:
+    """The Overview's rows, ``[label, value]`` in order."""
+    attempts = status["attempts"]
+    last = attempts[-1] if attempts else None
+    if last is None:
+        machine = "none yet"
+    else:
+        machine = f"{last['machine']} (attempt {last['number']}: {last['state']})"
+    checkpoint = status["last_checkpoint"]
+    if checkpoint is None:
+        saved = "none complete"
+    else:
+        saved = (
+            f"{checkpoint['id']} ({wording.size(checkpoint['bytes'])}, "
+            f"{wording.clock_time(checkpoint['created_at'])})"
+        )
+    return [
+        ["State", status["state"]],
+        ["Machine", machine],
+        ["Attempts", str(len(attempts))],
+        ["Last checkpoint", saved],
+        ["Checkpoint check", checkpoint_check_line(status["carry"], now)],
+    ]
+
+
+def banner(status: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint check's banner: the warning in the spec's words, or None when all is well
+    (or nothing was checked yet)."""
+    carry = status["carry"]
+    if carry["ok"] is not False or carry["warning"] is None:
+        return None
+    return {
+        "kind": "blocked" if carry["blocked"] is not None else "warning",
+        "text": carry["warning"],
+        "problems": len(carry["problems"]),
+    }

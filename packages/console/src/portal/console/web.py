@@ -1,0 +1,167 @@
+"""``portal console``: a read-only web console of one ``PORTAL_HOME``, on 127.0.0.1.
+
+Starlette serves two pages (the jobs list and a job's run page), their script and style from
+this package (nothing from the network), and a small JSON API the pages poll once a second:
+a running job's page follows its state, events and output as they come.
+
+Handlers are ``async`` and read the control plane on the event loop's thread: the reads are
+short SQLite queries, and one thread keeps the store's connections and the checkpoint store
+out of any thread pool.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from importlib import resources
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from portal.console.overview import banner, overview
+from portal.control.store import JobNotFoundError
+from portal.control.views import JobViews
+from portal.core.errors import InvalidArgumentError, PortalError
+
+__all__ = ["DEFAULT_PORT", "build_app", "serve"]
+
+DEFAULT_PORT = 8470
+HOST = "127.0.0.1"
+
+_STATIC_TYPES = {
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+}
+
+
+def _asset(name: str) -> bytes:
+    return resources.files("portal.console").joinpath("static", name).read_bytes()
+
+
+def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Starlette:
+    """The console's application over ``views``' control plane."""
+    assets = {name: _asset(name) for name in ("index.html", "run.html", *_STATIC_TYPES)}
+
+    def page(name: str) -> Response:
+        return Response(assets[name], media_type="text/html; charset=utf-8", headers=_NO_STORE)
+
+    async def jobs_page(request: Request) -> Response:
+        return page("index.html")
+
+    async def run_page(request: Request) -> Response:
+        return page("run.html")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in _STATIC_TYPES:
+            return JSONResponse({"error": f"no asset {name!r}"}, status_code=404)
+        return Response(assets[name], media_type=_STATIC_TYPES[name], headers=_NO_STORE)
+
+    async def api_jobs(request: Request) -> Response:
+        return JSONResponse({"jobs": views.jobs()}, headers=_NO_STORE)
+
+    async def api_job(request: Request) -> Response:
+        job = views.job(request.path_params["job"])
+        status = views.status(job)
+        after = _int_param(request, "after", 0)
+        return JSONResponse(
+            {
+                "status": status,
+                "overview": overview(status, clock()),
+                "banner": banner(status),
+                "events": views.timeline(job, after=after),
+            },
+            headers=_NO_STORE,
+        )
+
+    async def api_logs(request: Request) -> Response:
+        job = views.job(request.path_params["job"])
+        text, next_offset = views.read_log(
+            job,
+            _int_param(request, "attempt", 1),
+            request.query_params.get("stream", "stdout"),
+            offset=_int_param(request, "offset", 0),
+            limit=_int_param(request, "limit", 256 * 1024),
+        )
+        return JSONResponse({"text": text, "next": next_offset}, headers=_NO_STORE)
+
+    async def portal_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, PortalError)
+        status = 500
+        if isinstance(exc, JobNotFoundError):
+            status = 404
+        elif isinstance(exc, InvalidArgumentError):
+            status = 400
+        return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
+
+    return Starlette(
+        routes=[
+            Route("/", jobs_page),
+            Route("/jobs/{job}", run_page),
+            Route("/static/{name}", static),
+            Route("/api/jobs", api_jobs),
+            Route("/api/jobs/{job}", api_job),
+            Route("/api/jobs/{job}/logs", api_logs),
+        ],
+        # Only this machine's names: a page elsewhere cannot reach the console by rebinding DNS.
+        middleware=[
+            Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"]),
+        ],
+        exception_handlers={PortalError: portal_error},
+    )
+
+
+_NO_STORE = {"Cache-Control": "no-store"}
+
+
+def _int_param(request: Request, name: str, default: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"query parameter {name}={raw!r} is not a whole number: give e.g. {name}={default}"
+        ) from None
+
+
+def serve(
+    views: JobViews, *, port: int = DEFAULT_PORT, announce: Callable[[str], Any] = print
+) -> int:
+    """Serve the console on 127.0.0.1:``port`` (0: any free port) until interrupted."""
+    import uvicorn
+
+    listener = _listen(port)
+    bound = listener.getsockname()[1]
+    config = uvicorn.Config(build_app(views), log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    announce(f"console on http://{HOST}:{bound}/ (Ctrl-C stops it)")
+    server.run(sockets=[listener])
+    return 0
+
+
+def _listen(port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise InvalidArgumentError(
+            f"--port {port} is not a TCP port: give one from 1 to 65535 (0 picks a free one)"
+        )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidArgumentError(
+            f"cannot listen on {HOST}:{port} ({exc.strerror}): another program (or another "
+            f"console) has it; give another port with `portal console --port P`"
+        ) from None
+    sock.listen(64)
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,48 @@
+"""`portal console` and `portal mcp` refuse clearly: a port in use or out of range, and the
+console package missing."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from conftest import PortalCli
+
+
+def test_a_port_in_use_names_it_and_the_way_out(portal: PortalCli) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = portal("console", "--port", str(port))
+    assert result.returncode == 64
+    assert f"portal: cannot listen on 127.0.0.1:{port} (" in result.stderr
+    assert "give another port with `portal console --port P` [INVALID_ARGUMENT]" in result.stderr
+
+
+def test_a_port_out_of_range_is_refused(portal: PortalCli) -> None:
+    result = portal("console", "--port", "70000")
+    assert result.returncode == 64
+    assert "--port 70000 is not a TCP port: give one from 1 to 65535" in result.stderr
+
+
+def test_without_the_console_package_the_cli_says_what_to_install(portal: PortalCli) -> None:
+    # The console hidden as if never installed; the rest of Portal as it is.
+    code = (
+        "import sys; sys.modules['portal.console'] = None\n"
+        "from portal.cli.main import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    for command in ("console", "mcp"):
+        result = subprocess.run(
+            [sys.executable, "-c", code, command],
+            cwd=portal.workdir,
+            env=portal.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 64, result.stderr
+        assert "come with the portal-console package" in result.stderr
+        assert "`pip install portal-console`" in result.stderr

@@ -1,0 +1,103 @@
+"""`portal mcp` over stdio, driven by the official MCP SDK's client: its tools answer with the
+objects the CLI prints (`status(job)` is `portal status --json`, carry included)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import pytest
+from conftest import PortalCli
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+
+@pytest.fixture(scope="module")
+def digest(portal: PortalCli) -> str:
+    """A finished job whose checkpoint check found a digest it cannot carry."""
+    run = portal("run", "--name", "digest", "holds_digest.py")
+    assert run.returncode == 0, run.stderr
+    return str(portal.status("digest")["job"])
+
+
+def call(portal: PortalCli, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Start `portal mcp`, list its tools, make ``calls`` in order; every answer by tool name
+    (and its arguments, when a tool is called twice)."""
+
+    async def session() -> dict[str, Any]:
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "portal.cli", "mcp"],
+            env={k: v for k, v in portal.env.items() if k.startswith(("PORTAL_", "PATH"))},
+            cwd=portal.workdir,
+        )
+        answers: dict[str, Any] = {}
+        async with Client(server) as client:
+            answers["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
+            for name, arguments in calls:
+                result = await client.call_tool(name, arguments)
+                answers[name if name not in answers else f"{name}{arguments}"] = result
+        return answers
+
+    return asyncio.run(session())
+
+
+def structured(result: Any) -> Any:
+    assert not result.is_error, result.content
+    content = result.structured_content
+    return content["result"] if set(content) == {"result"} else content
+
+
+@pytest.fixture(scope="module")
+def answers(portal: PortalCli, digest: str) -> dict[str, Any]:
+    """One `portal mcp` session asked everything the tests check."""
+    return call(
+        portal,
+        [
+            ("status", {"job": "digest"}),
+            ("jobs", {}),
+            ("explain", {"job": digest}),
+            ("logs", {"job": "digest"}),
+            ("status", {"job": "nope"}),
+        ],
+    )
+
+
+def test_the_tools_answer_as_the_cli_does(
+    portal: PortalCli, digest: str, answers: dict[str, Any]
+) -> None:
+    assert answers["tools"] == ["explain", "jobs", "logs", "status"]
+
+    status = structured(answers["status"])
+    assert status == json.loads(portal("status", "digest", "--json").stdout)
+    carry = status["carry"]
+    assert carry["ok"] is False and carry["blocked"] is None
+    assert [p["name"] for p in carry["problems"]] == ["digest"]
+    assert carry["warning"].startswith("A checkpoint of this job cannot carry digest")
+
+    assert [(j["job"], j["name"], j["state"]) for j in structured(answers["jobs"])] == [
+        (digest, "digest", "done")
+    ]
+
+    explained = structured(answers["explain"])
+    assert explained["notices"] == []
+    checks = explained["checkpoint_check"]
+    # A first check before the digest exists may have passed; the warning follows in any case.
+    assert [c for c in checks if c["decision"] == "warn"] == [
+        {**checks[-1], "decision": "warn", "policy": "checkpoint", "kind": "carry-warning"}
+    ]
+    assert checks[-1]["message"] == carry["warning"]
+
+    (attempt,) = structured(answers["logs"])
+    assert attempt["attempt"] == 1 and attempt["stdout_truncated"] is False
+    assert attempt["stdout"] == portal("logs", "digest").stdout
+    assert attempt["stdout"].endswith("\n") and "final " in attempt["stdout"]
+
+
+def test_an_unknown_job_is_an_error_that_says_how_to_find_one(answers: dict[str, Any]) -> None:
+    result = answers["status{'job': 'nope'}"]
+    assert result.is_error
+    text = " ".join(c.text for c in result.content)
+    assert "no job 'nope': give a job id (j-...) or a job's name; `portal jobs` lists them" in text

@@ -1,0 +1,281 @@
+"""Where ``portal resume`` and ``portal move`` put a job: the planner over the installed offers.
+
+With ``cloud: simulated`` (``PORTAL_CLOUD=simulated``) the offers are the simulated cloud's
+(:mod:`portal.sim`); a plan is made by :class:`portal.policies.Planner` with the job's state
+measured and named (a suspended job's checkpoint as stored; for a running job the check's
+rehearsal, else its resident memory now), the pools that reclaimed a machine in the last
+30 minutes left out (the control plane records reclaims), and the simulated save rates standing
+in for the node's measured ones. The plan's events (``spot aws c7i.large (us-east-1) skipped:
+...``) go to the job's log; ``--plan`` prints its D lines and changes nothing.
+
+Without a cloud, Portal places jobs on this machine only: the CLI keeps its local resume, and
+the options that need offers say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from typing import Any, Protocol
+
+from portal.control import silence
+from portal.control.plane import ControlPlane
+from portal.core.builtin.local_notices import deliver_notice
+from portal.core.domain import Job, JobState
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.specs import StateMeasure
+from portal.node.launch import launch_node
+from portal.node.measure import resident_bytes
+from portal.policies import (
+    Action,
+    Figure,
+    PlacementRequest,
+    Plan,
+    StateSample,
+    choose,
+)
+from portal.sim.machines import MACHINE_ENV, Machine, SimulatedMachines
+from portal.sim.placing import SimulatedPlacing
+
+__all__ = ["EXIT_STAYS", "Placement", "local_only"]
+
+#: ``portal resume``'s exit status when no offer is left and the job stays suspended.
+EXIT_STAYS = 75
+#: ``portal move``'s exit status when no offer is left and the job stays where it is.
+EXIT_NOT_MOVED = 1
+#: How long ``portal move`` waits past the pause notice for the job to be suspended.
+_MOVE_GRACE_S = 60.0
+
+
+def note(text: str) -> None:
+    print(f"portal: {text}", file=sys.stderr, flush=True)
+
+
+def local_only(what: str, job_ref: str, *, move: bool = False) -> InvalidArgumentError:
+    """The error for an option that needs offers when none are installed."""
+    way = (
+        "Portal has no other machine to move it to"
+        if move
+        else f"Resume here with `portal resume {job_ref}`"
+    )
+    return InvalidArgumentError(
+        f"{what}: this Portal places jobs on this machine only (local, no GPU offers installed); "
+        f"placing on another machine needs a cloud provider's offers (or the simulated cloud: "
+        f"PORTAL_CLOUD=simulated). {way}",
+        details={"option": what},
+    )
+
+
+class Launcher(Protocol):
+    """What placement needs of the CLI: the control plane, the store, its jobs, following."""
+
+    plane: ControlPlane
+
+    @property
+    def store(self) -> Any: ...
+
+    def follow(self, job: Job, attempt: int) -> int: ...
+
+    def job(self, ref: str) -> Job: ...
+
+
+class Placement:
+    """Plans and carries out resumes and moves over the installed offers."""
+
+    def __init__(self, cli: Launcher) -> None:
+        self.cli = cli
+        self.plane = cli.plane
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any cloud's offers are installed (today: the simulated cloud)."""
+        return self.plane.settings.cloud == "simulated"
+
+    @functools.cached_property
+    def placing(self) -> SimulatedPlacing:
+        return SimulatedPlacing(self.plane)
+
+    @property
+    def machines(self) -> SimulatedMachines:
+        return self.placing.machines
+
+    @staticmethod
+    def stored_measure(ref: Any) -> StateMeasure:
+        """A suspended job's state: its checkpoint as stored, plus a tenth."""
+        sample = StateSample(
+            figure=Figure.CHECKPOINT_AS_STORED,
+            bytes=int(ref.size_bytes),
+            at=float(getattr(ref, "created_at", 0.0) or 0.0),
+        )
+        return sample.measure()
+
+    def running_measure(self, job: Job) -> StateMeasure | None:
+        """A running job's state, the latest checkpoint figure first (the check's rehearsal, the
+        last move's capsule or its checkpoint as stored), else its resident memory now."""
+        samples: list[StateSample] = []
+        pid: int | None = None
+        moved_at: float | None = None
+        for _, event in self.plane.store.events(job.id):
+            if event.kind == "carry-ok" and event.data.get("checked_bytes"):
+                samples.append(
+                    StateSample(
+                        figure=Figure.REHEARSAL, bytes=int(event.data["checked_bytes"]), at=event.at
+                    )
+                )
+            elif event.kind == "started" and event.data.get("pid"):
+                pid = int(event.data["pid"])  # the latest attempt's job process
+            elif event.kind in ("moving", "spot.move"):
+                moved_at = event.at
+        latest = self.cli.store.latest_complete(job.id)
+        if latest is not None:
+            moved = moved_at is not None and moved_at <= float(latest.created_at)
+            figure = Figure.LAST_MOVE_CAPSULE if moved else Figure.CHECKPOINT_AS_STORED
+            samples.append(
+                StateSample(figure=figure, bytes=int(latest.size_bytes), at=latest.created_at)
+            )
+        rss = resident_bytes(pid) if pid is not None else None
+        if rss is not None:
+            samples.append(
+                StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=rss, at=self.plane.clock.now())
+            )
+        return choose(samples)
+
+    # --- carrying it out -----------------------------------------------------------------------
+
+    def _record(self, plan: Plan) -> None:
+        """The plan's events to the job's log; its warnings (an exact ``--on`` over the bound)
+        also to the user, who chose it."""
+        for event in plan.events(self.plane.clock.now()):
+            self.plane.record(event.job_id, event.kind, event.message, event.data)
+        for warning in plan.warnings:
+            note(f"warning: {warning}")
+
+    def _start(self, job: Job, machine: Machine, plan: Plan, *, resume_from: str) -> int:
+        attempt = launch_node(
+            self.plane,
+            job,
+            resume_from=resume_from,
+            machine=machine.name,
+            node_dir=machine.directory,
+            environ={MACHINE_ENV: machine.id},
+        )
+        on = plan.request.on
+        self.machines.assign(machine, job.id, attempt, on=on.text if on and on.exact else None)
+        return attempt
+
+    def resume(self, job: Job, ref: Any, options: argparse.Namespace) -> int:
+        """``portal resume JOB [--gpu G] [--on SPEC] [--no-spot] [--plan]`` on the offers."""
+        request = PlacementRequest.from_flags(
+            Action.RESUME, on=options.on, gpu=options.gpu, no_spot=options.no_spot
+        )
+        plan = self.placing.plan(job, request, self.stored_measure(ref))
+        if options.plan:
+            print(plan.render())
+            return 0
+        self._record(plan)
+        if plan.chosen is None:
+            note(plan.outcome)
+            return EXIT_STAYS
+        self.machines.release_idle()
+        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
+        machine = self.machines.provision(plan.chosen)
+        self.plane.record(
+            job.id,
+            "resuming",
+            f"resuming from checkpoint {ref.checkpoint_id} on {machine.name}: {plan.outcome}",
+            checkpoint=ref.checkpoint_id,
+            machine=machine.id,
+            pool=plan.chosen.pool,
+        )
+        attempt = self._start(job, machine, plan, resume_from=ref.checkpoint_id)
+        if options.detach:
+            print(job.id, flush=True)
+            return 0
+        note(f"job {job.id} resuming from checkpoint {ref.checkpoint_id} on {machine.name}")
+        return self.cli.follow(job, attempt)
+
+    def move(self, job: Job, options: argparse.Namespace) -> int:
+        """``portal move JOB [--on SPEC] [--no-spot] [--plan]``: pause it, resume it elsewhere."""
+        ref_text = job.name or job.id
+        if not self.enabled:
+            raise local_only(f"portal move {ref_text}", ref_text, move=True)
+        if job.state is not JobState.RUNNING:
+            raise InvalidArgumentError(
+                f"job {job.id} is {job.state}, not running: only a running job moves; a "
+                f"suspended one resumes where you choose (`portal resume {ref_text} --on SPEC`)",
+                details={"job": job.id, "state": str(job.state)},
+            )
+        # A move asks for a suspend first: refused while the node is silent, in the rules' words.
+        silence.refuse_while_silent(self.plane, job, f"moving job {job.id}")
+        request = PlacementRequest.from_flags(Action.MOVE, on=options.on, no_spot=options.no_spot)
+        current = self.machines.of_job(job.id)
+        plan = self.placing.plan(
+            job, request, self.running_measure(job), current.offer if current else None
+        )
+        if options.plan:
+            print(plan.render())
+            return 0
+        self._record(plan)
+        if plan.chosen is None:
+            note(plan.outcome)
+            return EXIT_NOT_MOVED
+        target = self.machines.provision(plan.chosen)
+        where = current.name if current is not None else "this machine (local)"
+        self.plane.record(
+            job.id,
+            "provisioned",
+            f"{target.name} provisioned ahead of the move from {where}: {plan.outcome}",
+            machine=target.id,
+            pool=plan.chosen.pool,
+        )
+        ref = self._pause_for_move(job, target, where)
+        if current is not None:
+            self.machines.release(current.id)
+        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
+        self.plane.record(
+            job.id,
+            "resuming",
+            f"moving from {where} to {target.name}: resuming from checkpoint {ref.checkpoint_id}",
+            checkpoint=ref.checkpoint_id,
+            machine=target.id,
+            pool=plan.chosen.pool,
+        )
+        self._start(job, target, plan, resume_from=ref.checkpoint_id)
+        note(f"job {job.id} moved from {where} to {target.name} (checkpoint {ref.checkpoint_id})")
+        return 0
+
+    def _pause_for_move(self, job: Job, target: Machine, where: str) -> Any:
+        """Pause the job on its machine (a notice of the default length) and wait for it."""
+        seconds = self.plane.settings.notice_default_s
+        notice = deliver_notice(
+            self.plane.paths(job.id).notices,
+            seconds=seconds,
+            clock=self.plane.clock,
+            reason=f"portal move: to {target.name}",
+        )
+        self.plane.record(
+            job.id,
+            "moving",
+            f"moving to {target.name}: pausing it on {where} (notice {notice.id}, {seconds:g} s)",
+            notice=notice.id,
+            machine=target.id,
+        )
+        end = time.monotonic() + seconds + _MOVE_GRACE_S
+        state = job.state
+        while time.monotonic() < end:
+            state = self.cli.job(job.id).state
+            if state not in (JobState.RUNNING, JobState.PAUSING):
+                break
+            time.sleep(0.1)
+        ref = self.cli.store.latest_complete(job.id) if state is JobState.SUSPENDED else None
+        if ref is None:
+            self.machines.release(target.id)
+            raise PortalError(
+                f"job {job.id} did not pause for the move (it is {state}); {target.name} is "
+                f"released. `portal explain {job.name or job.id}` says what happened at the "
+                "notice; try `portal move` again once it is running",
+                details={"job": job.id, "state": str(state)},
+            )
+        return ref

@@ -1,0 +1,160 @@
+"""The lost-job rules at work: a silent node, the provider's answers, and what Portal waits for.
+
+:mod:`portal.control.lost` is the pure model; this module feeds it the facts the control plane
+holds and records what follows:
+
+* the node's last-heard time (its heartbeat, ``jobs.last_heard``);
+* the provider's answers about the attempt's machine — gone or still there — recorded as
+  ``machine-check`` events by :func:`record_machine_check` (a provider's machine watcher, or the
+  simulated cloud, calls it; on this machine alone Portal knows for certain instead, see
+  :mod:`portal.control.liveness`);
+* the deadline of the notice the machine had, if any (its latest ``notice`` event).
+
+:func:`settle` records a ``silent`` event each time what Portal waits for changes, and declares
+the loss only when the rules allow it; :func:`refuse_while_silent` refuses a suspend or a move
+with the same words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.control.lost import LostAssessment, LostJobRules, ProviderCheck
+from portal.control.plane import ControlPlane
+from portal.control.store import JobStateConflictError
+from portal.core.domain import Attempt, AttemptState, Job, JobState
+
+__all__ = [
+    "LOCAL_MACHINE",
+    "assess",
+    "record_machine_check",
+    "refuse_while_silent",
+    "settle",
+]
+
+#: The machine name of attempts on this machine (``portal run``); liveness decides for them.
+LOCAL_MACHINE = "local"
+RULES = LostJobRules()
+
+
+def _current_attempt(plane: ControlPlane, job: Job) -> Attempt | None:
+    if job.state not in (JobState.RUNNING, JobState.PAUSING):
+        return None
+    attempts = plane.store.attempts(job.id)
+    if not attempts or attempts[-1].state is not AttemptState.RUNNING:
+        return None
+    return attempts[-1]
+
+
+def record_machine_check(
+    plane: ControlPlane, job_id: str, machine: str, *, gone: bool, provider: str
+) -> None:
+    """The provider's answer about ``machine`` now: gone, or still there."""
+    word = "gone" if gone else "still there"
+    plane.record(
+        job_id,
+        "machine-check",
+        f"{provider} says machine {machine} is {word}",
+        machine=machine,
+        gone=gone,
+        provider=provider,
+    )
+
+
+def assess(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> LostAssessment | None:
+    """Where the job stands under the lost-job rules now; None when they do not apply (the job is
+    not running, or runs on this machine, where liveness knows for certain)."""
+    attempt = _current_attempt(plane, job)
+    if attempt is None or attempt.machine == LOCAL_MACHINE:
+        return None
+    heard = plane.store.last_heard(job.id) or attempt.started_at
+    checks: list[ProviderCheck] = []
+    deadline: float | None = None
+    for _, event in plane.store.events(job.id):
+        if event.at < attempt.started_at:
+            continue
+        if event.kind == "machine-check" and event.data.get("machine") == attempt.machine:
+            checks.append(ProviderCheck(at=event.at, gone=bool(event.data.get("gone"))))
+        elif event.kind == "notice" and event.data.get("deadline") is not None:
+            deadline = float(event.data["deadline"])
+        elif event.kind == "notice-withdrawn":
+            deadline = None
+    return rules.assess(
+        now=plane.clock.now(), last_heard=heard, checks=checks, notice_deadline=deadline
+    )
+
+
+def _stage(assessment: LostAssessment) -> str:
+    """What Portal waits for, without the figures that change every minute."""
+    text = assessment.waiting_for
+    return text.split("; ", 1)[1] if "; " in text else text
+
+
+def settle(
+    plane: ControlPlane,
+    job: Job,
+    latest_checkpoint: Any | None = None,
+    *,
+    rules: LostJobRules = RULES,
+) -> Job:
+    """Apply the rules now: record what Portal waits for when it changed, or declare the loss.
+
+    A lost attempt leaves the job its last complete checkpoint (``suspended``: resume it
+    elsewhere); a job with none is ``lost``.
+    """
+    assessment = assess(plane, job, rules=rules)
+    if assessment is None or not assessment.silent:
+        return job
+    attempt = plane.store.attempts(job.id)[-1]
+    if not assessment.lost:
+        heard = plane.store.last_heard(job.id)
+        stage = _stage(assessment)
+        if _last_silent_stage(plane, job) != (stage, heard):
+            plane.record(job.id, "silent", assessment.waiting_for, stage=stage, last_heard=heard)
+        return job
+    now = plane.clock.now()
+    plane.store.end_attempt(job.id, attempt.number, state=AttemptState.LOST, at=now, exit_code=None)
+    if latest_checkpoint is not None:
+        plane.record(
+            job.id,
+            "lost-machine",
+            f"machine {attempt.machine} is gone for certain (the provider said so twice with the "
+            f"node silent): attempt {attempt.number} is lost; the job keeps checkpoint "
+            f"{latest_checkpoint.checkpoint_id}, the last complete one; resume with "
+            f"`portal resume {job.name or job.id}`",
+            machine=attempt.machine,
+            checkpoint=latest_checkpoint.checkpoint_id,
+        )
+        return plane.set_state(job.id, JobState.SUSPENDED)
+    plane.record(
+        job.id,
+        "lost",
+        f"machine {attempt.machine} is gone for certain (the provider said so twice with the node "
+        f"silent) and the job has no complete checkpoint: it is lost; run the script again with "
+        "`portal run`",
+        machine=attempt.machine,
+    )
+    return plane.set_state(job.id, JobState.LOST)
+
+
+def _last_silent_stage(plane: ControlPlane, job: Job) -> tuple[str, float | None] | None:
+    """What the last ``silent`` event said Portal waits for, and for which silence (the node's
+    last-heard time), unless the node reported something since."""
+    stage = None
+    for _, event in plane.store.events(job.id):
+        if event.kind == "silent":
+            stage = (str(event.data.get("stage")), event.data.get("last_heard"))
+        elif event.kind != "machine-check":
+            stage = None
+    return stage
+
+
+def refuse_while_silent(plane: ControlPlane, job: Job, what: str) -> None:
+    """Refuse ``what`` (a suspend, a move) while the job's node is silent, with the words of the
+    rules: what Portal waits for before it may call the job lost."""
+    assessment = assess(plane, job)
+    if assessment is not None and assessment.silent and not assessment.lost:
+        raise JobStateConflictError(
+            f"{what} is refused for now: {assessment.waiting_for}",
+            details={"job": job.id, "waiting_for": assessment.waiting_for},
+        )

@@ -1,0 +1,394 @@
+"""What Portal shows about a job, built once for every reader: ``portal status --json``,
+``portal explain``, the console's pages and the MCP server's tools all read these objects, so
+the CLI, a browser and an agent never disagree about a job.
+
+The objects are plain JSON-ready dicts and lists (they are the public shape of
+``status --json`` and of the MCP tools); the CLI's text is rendered from them here too
+(:func:`explain_lines`), next to the data it renders.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from typing import Any
+
+from portal.control import silence, wording
+from portal.control.carry import CARRY_EVENTS, carry_state
+from portal.control.liveness import reconcile
+from portal.control.plane import ControlPlane
+from portal.core.domain import CheckpointState, Event, Job, JobState
+from portal.core.errors import InvalidArgumentError
+
+__all__ = [
+    "CARRY_WARNINGS",
+    "EXPLAINED",
+    "LOG_STREAMS",
+    "PLACEMENT_EVENTS",
+    "JobViews",
+    "checkpoint_check_line",
+    "explain_lines",
+]
+
+#: The checkpoint check's event kinds that are warnings (a warn decision, a note on the CLI).
+CARRY_WARNINGS = frozenset({"carry-warning", "carry-blocked"})
+
+#: Event kinds that ``portal explain`` lists under the notice they followed.
+EXPLAINED = frozenset(
+    {
+        "pausing",
+        "pause-waiting",
+        "pause-unreachable",
+        "deferred",
+        "paused",
+        "pause-abandoned",
+        "pause-failed",
+        "uploaded",
+        "upload-failed",
+        "suspended",
+        "notice-withdrawn",
+        "node-died",
+        "resuming",
+        "reported-late",
+        "silent",
+        "lost",
+        "lost-machine",
+    }
+)
+
+#: Placement's event kinds (the planner's skips and warnings, the simulated cloud's reclaims,
+#: a move, a job that outgrew its spot machine), listed by ``portal explain`` with the policy
+#: that decided them: "provision then move under spot".
+PLACEMENT_EVENTS = frozenset(
+    {
+        "placement.skipped",
+        "placement.warning",
+        "placement.none",
+        "spot.provision",
+        "spot.move",
+        "spot.kept",
+        "reclaimed",
+        "provisioned",
+        "moving",
+    }
+)
+
+#: The output files of an attempt, in the order readers show them.
+LOG_STREAMS = ("stdout", "stderr")
+
+
+class JobViews:
+    """Read-side views of one control plane (one ``PORTAL_HOME``).
+
+    Opens the checkpoint store only when a view needs it (status and reconciling a running job),
+    so listing jobs stays cheap.
+    """
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+        self._store: Any = None
+
+    @property
+    def store(self) -> Any:
+        """The job's checkpoint store (``portal.storage``), opened on first use."""
+        if self._store is None:
+            from portal.storage import CheckpointStore, resolve_key_store
+
+            self._store = CheckpointStore(
+                self.plane.settings.storage_url, resolve_key_store(str(self.plane.home))
+            )
+        return self._store
+
+    def job(self, ref: str) -> Job:
+        """A job by id or name, settled first if its node died without reporting."""
+        job = self.plane.job(ref)
+        latest = None
+        if job.state in (JobState.RUNNING, JobState.PAUSING):
+            latest = self.store.latest_complete(job.id)
+        job = reconcile(self.plane, job, latest, incomplete=lambda: self._incomplete(job.id))
+        return silence.settle(self.plane, job, latest)  # the lost-job rules (other machines)
+
+    def _incomplete(self, job_id: str) -> list[str]:
+        """The job's checkpoints whose upload was cut short (not resumable, kept)."""
+        return [
+            r.checkpoint_id
+            for r in self.store.list(job_id)
+            if r.state is CheckpointState.INCOMPLETE
+        ]
+
+    # --- status ---------------------------------------------------------------------------------
+
+    def _latest_workdir(self, job: Job) -> str:
+        """The working directory of the latest attempt that started (a simulated machine runs
+        the job in its own), else the job's."""
+        started = [e for _, e in self.plane.store.events(job.id) if e.kind == "started"]
+        for event in reversed(started):
+            workdir = event.data.get("workdir")
+            if isinstance(workdir, str) and workdir:
+                return workdir
+        return job.workdir
+
+    def status(self, job: Job) -> dict[str, Any]:
+        """The object ``portal status --json`` prints (and the MCP's ``status(job)`` returns)."""
+        attempts = self.plane.store.attempts(job.id)
+        latest = self.store.latest_complete(job.id)
+        heard = self.plane.store.last_heard(job.id)
+        return {
+            "job": job.id,
+            "name": job.name,
+            "state": str(job.state),
+            "script": job.script,
+            "args": list(job.args),
+            "workdir": self._latest_workdir(job),
+            "attempts": [
+                {
+                    "number": a.number,
+                    "machine": a.machine,
+                    "state": str(a.state),
+                    "started_at": a.started_at,
+                    "ended_at": a.ended_at,
+                    "exit_code": a.exit_code,
+                    "resumed_from": a.resumed_from,
+                }
+                for a in attempts
+            ],
+            "last_checkpoint": None
+            if latest is None
+            else {
+                "id": latest.checkpoint_id,
+                "bytes": latest.size_bytes,
+                "created_at": latest.created_at,
+            },
+            "last_heard": heard,
+            "waiting_for": _waiting_for(self.plane, job),
+            "incomplete_checkpoints": [
+                {
+                    "id": ckpt,
+                    "resumable": False,
+                    "note": "its upload was cut short; kept for inspection",
+                }
+                for ckpt in self._incomplete(job.id)
+            ],
+            "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
+        }
+
+    # --- jobs -----------------------------------------------------------------------------------
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every job, oldest first: what ``portal jobs`` tabulates."""
+        return [
+            {
+                "job": job.id,
+                "name": job.name,
+                "state": str(job.state),
+                "attempts": len(self.plane.store.attempts(job.id)),
+                "script": job.script,
+                "created_at": job.created_at,
+            }
+            for job in self.plane.store.list_jobs()
+        ]
+
+    # --- explain and the timeline ---------------------------------------------------------------
+
+    def explain(self, job: Job) -> dict[str, Any]:
+        """Every notice and what was decided at it, and the checkpoint check's decisions."""
+        events = [e for _, e in self.plane.store.events(job.id)]
+        notices: list[dict[str, Any]] = []
+        for event in events:
+            if event.kind == "notice":
+                notices.append(
+                    {
+                        "at": event.at,
+                        "message": event.message,
+                        "provider": event.data.get("provider"),
+                        "source": event.data.get("source"),
+                        "notice_s": float(event.data.get("notice_s", 0)),
+                        "deadline": float(event.data.get("deadline", 0)),
+                        "decisions": [],
+                    }
+                )
+            elif notices and event.kind in EXPLAINED:
+                notices[-1]["decisions"].append(
+                    {"at": event.at, "kind": event.kind, "message": event.message}
+                )
+        checks = [
+            {
+                # The warning is a warn decision of the checkpoint policy on this (local,
+                # on-demand) machine; on a spot machine the spec files it under policy spot.
+                "decision": _carry_decision(event),
+                "policy": "checkpoint",
+                "at": event.at,
+                "kind": event.kind,
+                "message": event.message,
+            }
+            for event in events
+            if event.kind in CARRY_EVENTS
+        ]
+        placement = [
+            {
+                "decision": str(event.data.get("verdict") or event.kind.rpartition(".")[2]),
+                "policy": str(event.data.get("policy") or _placement_policy(event.kind)),
+                "at": event.at,
+                "kind": event.kind,
+                "message": event.message,
+            }
+            for event in events
+            if event.kind in PLACEMENT_EVENTS
+        ]
+        return {
+            "job": job.id,
+            "notices": notices,
+            "checkpoint_check": checks,
+            "placement": placement,
+        }
+
+    def timeline(self, job: Job, *, after: int = 0) -> list[dict[str, Any]]:
+        """The job's events after sequence number ``after``, each with its decision if any."""
+        return [
+            {
+                "seq": seq,
+                "at": event.at,
+                "kind": event.kind,
+                "message": event.message,
+                "decision": _carry_decision(event) if event.kind in CARRY_EVENTS else None,
+            }
+            for seq, event in self.plane.store.events(job.id, after=after)
+        ]
+
+    # --- logs -----------------------------------------------------------------------------------
+
+    def read_log(
+        self, job: Job, attempt: int, stream: str, *, offset: int = 0, limit: int = 1 << 20
+    ) -> tuple[str, int]:
+        """What attempt ``attempt``'s ``stream`` holds from byte ``offset``: its text and the
+        offset to ask from next. Stops before a character split across the end, so a reader
+        that follows a growing file never shows half of one."""
+        if stream not in LOG_STREAMS:
+            raise InvalidArgumentError(
+                f"log stream {stream!r} is not one of {', '.join(LOG_STREAMS)}: ask for stdout "
+                "or stderr"
+            )
+        numbers = len(self.plane.store.attempts(job.id))
+        if not 1 <= attempt <= numbers:
+            raise InvalidArgumentError(
+                f"job {job.id} has no attempt {attempt}: it has {numbers} (`portal status "
+                f"{job.name or job.id}` lists them)"
+            )
+        if offset < 0 or limit < 1:
+            raise InvalidArgumentError(
+                f"offset {offset} and limit {limit}: give an offset of 0 or more and a limit of 1 "
+                "or more bytes"
+            )
+        path = self.plane.paths(job.id).attempt(attempt) / stream
+        try:
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read(limit)
+        except FileNotFoundError:
+            return "", offset
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        text = decoder.decode(data, final=False)
+        pending = len(decoder.getstate()[0])
+        if pending == len(data) and len(data) < limit:
+            return "", offset  # only the start of a character so far: wait for the rest
+        if pending == len(data):  # a limit that cuts every byte short: show them as they are
+            return decoder.decode(b"", final=True), offset + len(data)
+        return text, offset + len(data) - pending
+
+    def logs(self, job: Job, *, max_bytes: int = 1 << 20) -> list[dict[str, Any]]:
+        """Each attempt's output (its last ``max_bytes`` per stream): what ``portal logs``
+        prints, kept apart per attempt and stream since their interleaving is not recorded."""
+        result = []
+        paths = self.plane.paths(job.id)
+        for attempt in self.plane.store.attempts(job.id):
+            entry: dict[str, Any] = {"attempt": attempt.number, "state": str(attempt.state)}
+            for stream in LOG_STREAMS:
+                path = paths.attempt(attempt.number) / stream
+                size = path.stat().st_size if path.exists() else 0
+                start = max(0, size - max_bytes)
+                text, _ = self.read_log(job, attempt.number, stream, offset=start, limit=max_bytes)
+                entry[stream] = text
+                entry[f"{stream}_truncated"] = start > 0
+            result.append(entry)
+        return result
+
+
+def _waiting_for(plane: ControlPlane, job: Job) -> str | None:
+    """While the node is silent, what Portal waits for before it may call the job lost."""
+    assessment = silence.assess(plane, job)
+    if assessment is None or not assessment.silent:
+        return None
+    return assessment.waiting_for or None
+
+
+def _carry_decision(event: Event) -> str:
+    return "warn" if event.kind in CARRY_WARNINGS else "info"
+
+
+def explain_lines(explained: dict[str, Any]) -> list[str]:
+    """``portal explain``'s text, from :meth:`JobViews.explain`'s object."""
+    notices: Sequence[dict[str, Any]] = explained["notices"]
+    lines = [f"job {explained['job']}: {len(notices)} notice(s)"]
+    if not notices:
+        lines.append("  no notice so far")
+    for index, notice in enumerate(notices, start=1):
+        lines.append(f"notice {index} at {wording.clock_time(notice['at'])}: {notice['message']}")
+        lines.append(
+            f"  figures: provider {notice['provider']}, source {notice['source']}, notice "
+            f"{notice['notice_s']:.0f} s, deadline {wording.clock_time(notice['deadline'])}"
+        )
+        for decision in notice["decisions"]:
+            lines.append(
+                f"  {wording.clock_time(decision['at'])} {decision['kind']}: {decision['message']}"
+            )
+    checks = explained["checkpoint_check"]
+    lines.append(f"checkpoint check: {len(checks)} decision(s)")
+    for check in checks:
+        lines.append(
+            f"  {check['decision']} ({check['policy']}) at {wording.clock_time(check['at'])}, "
+            f"{check['kind']}: {check['message']}"
+        )
+    placement = explained.get("placement", [])
+    if placement:
+        lines.append(f"placement: {len(placement)} decision(s)")
+        for decision in placement:
+            lines.append(
+                f"  {decision['decision']} (policy {decision['policy']}) at "
+                f"{wording.clock_time(decision['at'])}, {decision['kind']}: {decision['message']}"
+            )
+    return lines
+
+
+def _placement_policy(kind: str) -> str:
+    """The policy an event without a ``policy`` figure belongs to, by its kind."""
+    if kind.startswith("spot."):
+        return "spot"
+    if kind == "reclaimed":
+        return "provider"
+    return "placement"
+
+
+def checkpoint_check_line(carry: dict[str, Any], now: float) -> str:
+    """The console's Overview line "Checkpoint check": when the last check passed, or what it
+    found (the banner above says the whole sentence)."""
+    if carry["blocked"] is not None:
+        return "blocked: no pause point came in time (see the banner)"
+    if carry["ok"] is None:
+        return "not checked yet"
+    if carry["ok"]:
+        return f"passed {_ago(now - float(carry['checked_at']))}"
+    names = ", ".join(
+        f"{p.get('name')} ({p.get('type_name')})" if p.get("type_name") else str(p.get("name"))
+        for p in carry["problems"]
+    )
+    count = len(carry["problems"])
+    return f"{count} problem{'s' if count != 1 else ''}: cannot carry {names} (see the banner)"
+
+
+def _ago(seconds: float) -> str:
+    minutes = int(max(0.0, seconds) // 60)
+    if minutes < 1:
+        return "less than a minute ago"
+    if minutes < 120:
+        return f"{minutes} minute{'s' if minutes != 1 else ''} ago"
+    return f"{minutes // 60} hours ago"

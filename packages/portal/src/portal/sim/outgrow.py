@@ -1,0 +1,153 @@
+"""A job that outgrows its spot machine's notice is moved to on-demand, by its own node.
+
+On a simulated spot machine the node measures the job again at every checkpoint check: the
+check's rehearsal (the bytes a checkpoint would take now) when it ran whole, else the job
+process's resident memory. The spot policy decides on that measure
+(:meth:`portal.policies.SpotPolicy.move_when_over`): while it fits, nothing happens; once it is
+over what the notice can save, the cheapest on-demand machine that fits is provisioned ahead
+(event ``spot.provision``), and as soon as it is ready (a simulated machine is ready at once) the
+move starts (event ``spot.move``): the node gives its own job a notice, the job pauses and is
+saved, and the node starts the job's next attempt on the new machine from that checkpoint.
+``spot.move_when_over: false``, a job pinned to this exact machine, or no on-demand machine that
+fits leave it where it is with a warning (event ``spot.kept``, once per machine).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from portal.control.plane import ControlPlane
+from portal.core.builtin.local_notices import deliver_notice
+from portal.core.domain import Decision, JobState, Verdict
+from portal.node.launch import launch_node
+from portal.node.measure import resident_bytes
+from portal.policies import Figure, SpotPolicy, StateSample, choose
+from portal.sim.machines import MACHINE_ENV, Machine
+from portal.sim.placing import SimulatedPlacing
+
+__all__ = ["SpotWatch"]
+
+log = logging.getLogger("portal.sim.outgrow")
+
+#: Event kinds, by the spot policy's verdict.
+_KINDS = {Verdict.PROVISION: "spot.provision", Verdict.MOVE: "spot.move", Verdict.WARN: "spot.kept"}
+
+
+class SpotWatch:
+    """The node's side of move-when-over, for one attempt on one simulated spot machine."""
+
+    def __init__(self, plane: ControlPlane, job_id: str, machine: Machine) -> None:
+        self.plane = plane
+        self.job_id = job_id
+        self.machine = machine
+        self.placing = SimulatedPlacing(plane)
+        self.target: Machine | None = None
+        self._warned = False
+
+    @classmethod
+    def for_node(
+        cls, plane: ControlPlane, job_id: str, environ: Mapping[str, str]
+    ) -> SpotWatch | None:
+        """A watch when the node runs on a simulated spot machine; None anywhere else."""
+        machine_id = environ.get(MACHINE_ENV)
+        if not machine_id:
+            return None
+        try:
+            machine = SimulatedPlacing(plane).machines.get(machine_id)
+        except Exception as exc:  # the job must run on even if the machine's record is bad
+            log.warning("simulated machine %s unknown, its spot watch is off: %s", machine_id, exc)
+            return None
+        if not machine.offer.capacity.interruptible:
+            return None
+        return cls(plane, job_id, machine)
+
+    def checked(
+        self, checked_bytes: int, *, partial: bool, pids: list[int] | None = None
+    ) -> list[Decision]:
+        """One checkpoint check's report: measure again, and provision then move when over.
+
+        A failure here is logged and the job runs on: the watch never stops the job it guards.
+        """
+        if self.target is not None:
+            return []  # already moving
+        try:
+            return self._check(checked_bytes, partial=partial, pids=pids)
+        except Exception:
+            log.exception("the spot watch of job %s failed at this check", self.job_id)
+            return []
+
+    def _check(
+        self, checked_bytes: int, *, partial: bool, pids: list[int] | None
+    ) -> list[Decision]:
+        now = self.plane.clock.now()
+        samples = []
+        if checked_bytes and not partial:
+            samples.append(StateSample(figure=Figure.REHEARSAL, bytes=checked_bytes, at=now))
+        resident = [r for r in (resident_bytes(p) for p in pids or []) if r is not None]
+        if resident:
+            samples.append(StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=sum(resident), at=now))
+        measure = choose(samples)
+        if measure is None:
+            return []
+        policy = SpotPolicy({"bounds": self.placing.bounds()})
+        context = self.placing.context(measure, self.machine.offer, pinned=self.machine.on)
+        screen, options = policy.screen(self.plane.job(self.job_id), context)
+        decisions = policy.move_when_over(self.placing.offers(), screen, options)
+        for decision in decisions:
+            self._carry_out(decision)
+        return decisions
+
+    def _carry_out(self, decision: Decision) -> None:
+        data = {**decision.figures, "policy": decision.policy, "verdict": str(decision.verdict)}
+        if decision.verdict is Verdict.WARN:
+            if not self._warned:
+                self._warned = True
+                self.plane.record(self.job_id, _KINDS[Verdict.WARN], decision.reason, data)
+            return
+        if decision.verdict is Verdict.PROVISION and decision.offer is not None:
+            self.target = self.placing.machines.provision(decision.offer)
+            self.plane.record(
+                self.job_id,
+                _KINDS[Verdict.PROVISION],
+                decision.reason,
+                data,
+                machine=self.target.id,
+            )
+        elif decision.verdict is Verdict.MOVE and self.target is not None:
+            self.plane.record(
+                self.job_id, _KINDS[Verdict.MOVE], decision.reason, data, machine=self.target.id
+            )
+            deliver_notice(
+                self.plane.paths(self.job_id).notices,
+                seconds=self.plane.settings.notice_default_s,
+                clock=self.plane.clock,
+                reason=f"spot: moving the job to {self.target.name}",
+            )
+
+    def after_suspended(self, checkpoint_id: str) -> int | None:
+        """The job was saved for the move: start its next attempt on the provisioned machine."""
+        target = self.target
+        if target is None:
+            return None
+        job = self.plane.set_state(self.job_id, JobState.RUNNING, expect=[JobState.SUSPENDED])
+        self.plane.record(
+            self.job_id,
+            "resuming",
+            f"moving off {self.machine.name}: resuming from checkpoint {checkpoint_id} on "
+            f"{target.name}",
+            checkpoint=checkpoint_id,
+            machine=target.id,
+            pool=target.offer.pool,
+        )
+        attempt = launch_node(
+            self.plane,
+            job,
+            resume_from=checkpoint_id,
+            machine=target.name,
+            node_dir=target.directory,
+            environ={MACHINE_ENV: target.id},
+        )
+        self.placing.machines.assign(target, self.job_id, attempt)
+        self.placing.machines.release(self.machine.id, kill=False)  # this node ends now
+        return attempt
