@@ -3,6 +3,7 @@ console's Overview line and banner for each state of the checkpoint check."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +24,11 @@ PROBLEM = {
 
 
 @pytest.fixture
-def views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> JobViews:
+def views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[JobViews]:
     monkeypatch.setenv("PORTAL_HOME", str(tmp_path / "home"))
-    return JobViews(ControlPlane())
+    plane = ControlPlane()
+    yield JobViews(plane)
+    plane.store.close()  # Python 3.13 warns about a SQLite connection left to the collector
 
 
 def event(kind: str, at: float, message: str = "", **data: object) -> Event:
