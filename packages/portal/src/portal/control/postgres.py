@@ -31,9 +31,15 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
-from portal.control.store import JobNotFoundError, JobStateConflictError
+from portal.control.store import (
+    name_taken,
+    no_attempt,
+    no_job,
+    no_job_ref,
+    state_conflict,
+)
 from portal.core.domain import Attempt, AttemptState, Event, Job, JobState
-from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.errors import PortalError
 
 if TYPE_CHECKING:
     import psycopg  # type: ignore[import-not-found, unused-ignore]  # optional extra
@@ -263,11 +269,7 @@ class PostgresControlStore:
                 ),
             )
         except self._psycopg.errors.UniqueViolation:
-            raise InvalidArgumentError(
-                f"a job named {job.name!r} already exists: choose another --name, or refer to "
-                f"that job by its name",
-                details={"name": job.name},
-            ) from None
+            raise name_taken(job.name) from None
         return job
 
     def get_job(self, ref: str) -> Job:
@@ -281,10 +283,7 @@ class PostgresControlStore:
             .fetchone()
         )
         if row is None:
-            raise JobNotFoundError(
-                f"no job {ref!r}: give a job id (j-...) or a job's name; `portal jobs` lists them",
-                details={"job": ref},
-            )
+            raise no_job_ref(ref)
         return self._job(row)
 
     def list_jobs(self) -> list[Job]:
@@ -294,7 +293,7 @@ class PostgresControlStore:
     def _lock_job(self, db: psycopg.Connection[Any], job_id: str) -> JobState:
         row = db.execute("SELECT state FROM jobs WHERE id = %s FOR UPDATE", (job_id,)).fetchone()
         if row is None:
-            raise JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
+            raise no_job(job_id)
         return JobState(row[0])
 
     def set_job_state(
@@ -314,13 +313,10 @@ class PostgresControlStore:
                 return self._job(row)  # the job as this change left it, not as a later one did
             found = db.execute("SELECT state FROM jobs WHERE id = %s", (job_id,)).fetchone()
             if found is None:
-                raise JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
+                raise no_job(job_id)
             current = JobState(found[0])
             if expect is not None and current not in expect:
-                raise JobStateConflictError(
-                    f"job {job_id} is {current}, not {' or '.join(map(str, expect))}",
-                    details={"job": job_id, "state": str(current)},
-                )
+                raise state_conflict(job_id, current, expect)
             # Another writer moved the job back to an expected state in between: try again.
 
     def heard(self, job_id: str, at: float) -> None:
@@ -384,10 +380,7 @@ class PostgresControlStore:
         )
         if row is not None:
             return self._attempt(row)
-        raise InvalidArgumentError(
-            f"job {job_id!r} has no attempt {number}: `portal status {job_id}` lists its attempts",
-            details={"job": job_id, "attempt": number},
-        )
+        raise no_attempt(job_id, number)
 
     def attempts(self, job_id: str) -> list[Attempt]:
         rows = self._conn().execute(

@@ -42,6 +42,44 @@ def new_job_id() -> str:
     return f"j-{uuid.uuid4().hex[:10]}"
 
 
+# The refusals both stores give, in one place so the SQLite and PostgreSQL stores cannot drift.
+
+
+def name_taken(name: str | None) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"a job named {name!r} already exists: choose another --name, or refer to that job by "
+        "its name",
+        details={"name": name},
+    )
+
+
+def no_job_ref(ref: str) -> JobNotFoundError:
+    return JobNotFoundError(
+        f"no job {ref!r}: give a job id (j-...) or a job's name; `portal jobs` lists them",
+        details={"job": ref},
+    )
+
+
+def no_job(job_id: str) -> JobNotFoundError:
+    return JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
+
+
+def state_conflict(
+    job_id: str, current: JobState, expect: Sequence[JobState]
+) -> JobStateConflictError:
+    return JobStateConflictError(
+        f"job {job_id} is {current}, not {' or '.join(map(str, expect))}",
+        details={"job": job_id, "state": str(current)},
+    )
+
+
+def no_attempt(job_id: str, number: int) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"job {job_id!r} has no attempt {number}: `portal status {job_id}` lists its attempts",
+        details={"job": job_id, "attempt": number},
+    )
+
+
 class ControlStore(Protocol):
     def create_job(self, job: Job) -> Job: ...
     def get_job(self, ref: str) -> Job: ...
@@ -176,11 +214,7 @@ class SqliteControlStore:
                     ),
                 )
         except sqlite3.IntegrityError:
-            raise InvalidArgumentError(
-                f"a job named {job.name!r} already exists: choose another --name, or refer to "
-                f"that job by its name",
-                details={"name": job.name},
-            ) from None
+            raise name_taken(job.name) from None
         return job
 
     def get_job(self, ref: str) -> Job:
@@ -193,10 +227,7 @@ class SqliteControlStore:
             .fetchone()
         )
         if row is None:
-            raise JobNotFoundError(
-                f"no job {ref!r}: give a job id (j-...) or a job's name; `portal jobs` lists them",
-                details={"job": ref},
-            )
+            raise no_job_ref(ref)
         return self._job(row)
 
     def list_jobs(self) -> list[Job]:
@@ -209,13 +240,10 @@ class SqliteControlStore:
         with self._tx() as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
-                raise JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
+                raise no_job(job_id)
             current = JobState(row["state"])
             if expect is not None and current not in expect:
-                raise JobStateConflictError(
-                    f"job {job_id} is {current}, not {' or '.join(map(str, expect))}",
-                    details={"job": job_id, "state": str(current)},
-                )
+                raise state_conflict(job_id, current, expect)
             db.execute("UPDATE jobs SET state = ? WHERE id = ?", (str(state), job_id))
         return self.get_job(job_id)
 
@@ -250,7 +278,7 @@ class SqliteControlStore:
     ) -> Attempt:
         with self._tx() as db:
             if db.execute("SELECT 1 FROM jobs WHERE id = ?", (job_id,)).fetchone() is None:
-                raise JobNotFoundError(f"no job {job_id!r}", details={"job": job_id})
+                raise no_job(job_id)
             (last,) = db.execute(
                 "SELECT coalesce(max(number), 0) FROM attempts WHERE job_id = ?", (job_id,)
             ).fetchone()
@@ -279,11 +307,7 @@ class SqliteControlStore:
                 "SELECT * FROM attempts WHERE job_id = ? AND number = ?", (job_id, number)
             ).fetchone()
         if row is None:
-            raise InvalidArgumentError(
-                f"job {job_id!r} has no attempt {number}: `portal status {job_id}` lists its "
-                "attempts",
-                details={"job": job_id, "attempt": number},
-            )
+            raise no_attempt(job_id, number)
         return self._attempt(row)
 
     def attempts(self, job_id: str) -> list[Attempt]:
