@@ -24,7 +24,7 @@ def test_namespace_has_no_init(package: Path) -> None:
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
 def test_every_distribution_imports_side_by_side(package: Path) -> None:
     """Each distribution's module imports from the one shared ``portal`` namespace."""
-    special = {"portal": "portal.cli", "bladekit": "bladekit"}
+    special = {"portal": "portal.cli", "bladekit": "bladekit", "ray": "portal.ray_engine"}
     module = special.get(package.name, "portal." + package.name.replace("-", "."))
     __import__(module)
     assert sys.modules[module].__file__

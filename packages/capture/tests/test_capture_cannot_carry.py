@@ -221,3 +221,23 @@ def test_probe_names_values_as_the_script_knows_them(scripts: Path) -> None:
         assert any(p[0] == "state['fh']" for p in problems) or any(p[0] == "fh" for p in problems)
         assert json.loads(second) == []
         assert not list(scripts.glob("*.portal"))
+
+
+def test_probe_names_each_lock_once_whatever_reaches_it(scripts: Path) -> None:
+    """A ``threading.Event`` is one problem named as the script knows it, not its condition's
+    lock and each of the lock's bound methods; a lock reached again through a bound method is
+    not named twice."""
+    import json
+
+    done = subprocess.run(
+        runtime("run", str(scripts / "probe_sync.py")),
+        capture_output=True,
+        cwd=scripts,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    problems = json.loads(done.stdout)
+    assert [p[0] for p in problems] == ["cond", "ready", "worker.lock"]
+    assert [p[1] for p in problems] == ["threading.Condition", "threading.Event", "_thread.lock"]
+    assert problems[1][2] == "TypeError: cannot pickle '_thread.lock' object"

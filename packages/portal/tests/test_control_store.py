@@ -1,8 +1,10 @@
-"""One behavioural suite for every control-plane store: the embedded SQLite one and PostgreSQL.
+"""One behavioural suite for every control-plane store: the embedded SQLite one, PostgreSQL, and
+the control-plane service (``portal server``, over each of them) through ``HttpControlStore``.
 
 PostgreSQL is a real server started from Debian's package on 127.0.0.1 (``pg_server.py``); each
-test gets a database of its own. Without PostgreSQL (or psycopg) its half is skipped, except under
-``CI=true`` where it fails: CI installs both.
+test gets a database of its own. The service is a real ``portal server`` process on 127.0.0.1
+(``portal.server.testing``), one per test. Without PostgreSQL (or psycopg, or portal-server)
+their part is skipped, except under ``CI=true`` where it fails: CI installs them all.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from portal.core.domain import AttemptState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError, InvalidSettingError, PortalError
 from portal.core.settings import Settings
 
-KINDS = ("sqlite", "postgres")
+KINDS = ("sqlite", "postgres", "http-sqlite", "http-postgres")
 
 
 def _unavailable(why: str) -> NoReturn:
@@ -64,22 +66,50 @@ def pg() -> Iterator[PostgresServer]:
 
 
 def open_store(kind: str, where: str, **kwargs: Any) -> ControlStore:
-    """A store of ``kind`` at ``where`` (a file path or a postgresql:// URL)."""
+    """A store of ``kind`` at ``where`` (a file path, a postgresql:// URL, or for the service
+    ``URL#TOKEN``)."""
     if kind == "sqlite":
         return SqliteControlStore(where, **kwargs)
+    if kind.startswith("http-"):
+        from portal.control.remote import HttpControlStore
+
+        url, _, token = where.partition("#")
+        return HttpControlStore(url, token=token, **kwargs)
     from portal.control.postgres import PostgresControlStore
 
     return PostgresControlStore(where, **kwargs)
+
+
+def _server_testing() -> Any:
+    try:
+        import portal.server.testing as testing
+    except ImportError:
+        _unavailable("portal-server is not installed: pip install portal-server")
+    return testing
 
 
 @pytest.fixture(params=KINDS)
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """``(kind, where)`` of a fresh, empty store."""
     kind: str = request.param
-    if kind == "sqlite":
-        return kind, str(tmp_path / "portal.db")
-    server: PostgresServer = request.getfixturevalue("pg")
-    return kind, server.new_database()
+    if kind.startswith("http-"):
+        testing = _server_testing()
+        _, db = request.getfixturevalue("location_of_" + kind.removeprefix("http-"))
+        running = testing.running_server(db, home=tmp_path / "server")
+        server = running.__enter__()
+        request.addfinalizer(lambda: running.__exit__(None, None, None))
+        return kind, f"{server.url}#{server.token}"
+    return request.getfixturevalue("location_of_" + kind)
+
+
+@pytest.fixture
+def location_of_sqlite(tmp_path: Path) -> tuple[str, str]:
+    return "sqlite", str(tmp_path / "portal.db")
+
+
+@pytest.fixture
+def location_of_postgres(pg: PostgresServer) -> tuple[str, str]:
+    return "postgres", pg.new_database()
 
 
 @pytest.fixture
@@ -608,3 +638,56 @@ def pg_database(pg: PostgresServer) -> str:
     url = pg.new_database()
     PostgresControlStore(url).close()
     return url
+
+
+@pytest.fixture(scope="module")
+def pg_service(pg_database: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A `portal server` over :func:`pg_database`, as ``URL#TOKEN`` (see :func:`open_store`)."""
+    testing = _server_testing()
+    with testing.running_server(pg_database, home=tmp_path_factory.mktemp("service")) as server:
+        yield f"{server.url}#{server.token}"
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS)
+def test_the_service_answers_as_the_embedded_store(
+    pg_database: str, pg_service: str, ops: list[tuple[Any, ...]]
+) -> None:
+    """Through HTTP (wire types, errors, URLs) every answer is the embedded store's."""
+    import psycopg
+
+    with psycopg.connect(pg_database, autocommit=True) as db:
+        db.execute("TRUNCATE jobs, attempts, events, reclaims RESTART IDENTITY")
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = SqliteControlStore(Path(tmp) / "portal.db")
+        service = open_store("http-postgres", pg_service)
+        try:
+            assert _play(service, ops) == _play(sqlite, ops)
+        finally:
+            sqlite.close()
+            service.close()
+
+
+def test_a_control_plane_service_is_chosen_by_environment_or_config_file(tmp_path: Path) -> None:
+    """Opening the client connects to nothing: no server is needed to choose it."""
+    from portal.control.remote import HttpControlStore
+
+    env = {"PORTAL_HOME": str(tmp_path), "PORTAL_CONTROL_PLANE": "http://127.0.0.1:9/"}
+    store = open_control_store(
+        Settings.load(environ={**env, "PORTAL_TOKEN": "t1"}), busy_timeout_s=2
+    )
+    assert isinstance(store, HttpControlStore)
+    assert (store.url, store.timeout) == ("http://127.0.0.1:9", 2)
+    (tmp_path / "config.toml").write_text(
+        'control_plane = "https://control.example:8471"\ncontrol_token = "t2"\nother = 1\n'
+    )
+    from_file = open_control_store(Settings.load(environ={"PORTAL_HOME": str(tmp_path)}))
+    assert isinstance(from_file, HttpControlStore) and from_file.url.startswith("https://control")
+    assert from_file._headers["Authorization"] == "Bearer t2"
+    env_wins = open_control_store(Settings.load(environ=env))
+    assert isinstance(env_wins, HttpControlStore) and env_wins.url == "http://127.0.0.1:9"
+    assert env_wins._headers["Authorization"] == "Bearer t2"  # the file's token, env's server
+    (tmp_path / "config.toml").write_text('control_token = "t3"\n')
+    store = open_control_store(Settings.load(environ={"PORTAL_HOME": str(tmp_path)}))
+    assert isinstance(store, SqliteControlStore)  # a token alone names no server
+    store.close()

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from simcloud import CLOUD
 
 from portal.cli.placement import Placement
 from portal.control.plane import ControlPlane
@@ -30,30 +31,6 @@ from portal.sim.placing import SimulatedPlacing
 
 KB = 1000
 MIN = 60.0
-#: AWS: 1 kB/s, t0 10 s, 120 s notice: bound 55.0 kB. GCP: 100 B/s, t0 8 s, 30 s: bound 1.1 kB.
-CLOUD: dict[str, Any] = {
-    "providers": {
-        "aws": {
-            "spot_notice_s": 120,
-            "regions": {"us-east-1": {"price_factor": 1.0, "spot_fraction": 0.35}},
-            "machine_types": [
-                {"name": "c7i.large", "vcpus": 2, "memory_gib": 4, "price": 0.0893},
-                {"name": "m7i.large", "vcpus": 2, "memory_gib": 8, "price": 0.1008},
-            ],
-        },
-        "gcp": {
-            "spot_notice_s": 30,
-            "regions": {"us-central1": {"price_factor": 1.0, "spot_fraction": 0.3}},
-            "machine_types": [
-                {"name": "e2-standard-2", "vcpus": 2, "memory_gib": 8, "price": 0.067}
-            ],
-        },
-    },
-    "storage": {
-        "aws": {"same_region": {"small": [0.001, 10]}},
-        "gcp": {"same_region": {"small": [0.0001, 8]}},
-    },
-}
 AWS_SPOT = "spot:aws:c7i.large:us-east-1"
 
 

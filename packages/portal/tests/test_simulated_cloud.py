@@ -17,34 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PortalCli
+from simcloud import CLOUD
 
 from portal.control.store import SqliteControlStore
-
-CLOUD = {
-    "format": 1,
-    "providers": {
-        "aws": {
-            "spot_notice_s": 120,
-            "regions": {"us-east-1": {"price_factor": 1.0, "spot_fraction": 0.35}},
-            "machine_types": [
-                {"name": "c7i.large", "vcpus": 2, "memory_gib": 4, "price": 0.0893},
-                {"name": "m7i.large", "vcpus": 2, "memory_gib": 8, "price": 0.1008},
-            ],
-        },
-        "gcp": {
-            "spot_notice_s": 30,
-            "regions": {"us-central1": {"price_factor": 1.0, "spot_fraction": 0.3}},
-            "machine_types": [
-                {"name": "e2-standard-2", "vcpus": 2, "memory_gib": 8, "price": 0.067},
-            ],
-        },
-    },
-    # MB/s and t0: AWS saves 1 kB/s (bound 55.0 kB), GCP 100 B/s (bound 1.1 kB).
-    "storage": {
-        "aws": {"same_region": {"small": [0.001, 10]}},
-        "gcp": {"same_region": {"small": [0.0001, 8]}},
-    },
-}
 
 #: A job that waits between steps while the file ``hold`` exists, so the test decides when it
 #: moves on; its output is the same as an uninterrupted run's.
@@ -363,3 +338,113 @@ def test_a_job_that_outgrows_its_spot_notice_is_moved_to_on_demand(sim: Sim) -> 
     hold.unlink()
     sim.wait_state("g", "done")
     assert sim("logs", "g").stdout == expected
+
+
+def test_a_new_job_is_placed_by_what_it_asks_for_with_one_warning(sim: Sim) -> None:
+    expected = sim.plain("held.py", "3", "4")
+    plan = sim("run", "--memory", "1", "--plan", "held.py", "3", "4")
+    assert plan.returncode == 0, plan.stderr
+    lines = plan.stdout.splitlines()
+    assert lines[1] == (
+        "D2 state: 1.1 GB, what it asked for (a guess: spot offers below it are used with a "
+        "warning)"
+    )
+    assert lines[-1] == (
+        "D8 choice: spot gcp e2-standard-2 (us-central1) at $0.0201/h; notice 30 s, can save "
+        "about 1.1 kB"
+    )
+    assert "held.py" not in sim("jobs").stdout  # --plan starts nothing
+
+    done = sim("run", "--memory", "1", "--name", "n", "held.py", "3", "4")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected
+    warning = (
+        "spot gcp e2-standard-2 (us-central1) used with a warning: this job's state (1.1 GB, "
+        "what it asked for) exceeds what its 30 s notice can save (about 1.1 kB); what a new job "
+        "asks for is a guess, so its measured state will decide once Portal has one"
+    )
+    assert [line for line in done.stderr.splitlines() if "warning" in line] == [
+        f"portal: warning: {warning}"
+    ]
+    assert sim.machines("n") == ["sim-0001 spot gcp e2-standard-2 (us-central1)"]
+    events = sim.events(str(sim.status("n")["job"]))
+    assert [m for k, m in events if k == "placement.warning"] == [warning]
+    assert ("placed", "placed on sim-0001 spot gcp e2-standard-2 (us-central1): ") in [
+        (k, m[: len("placed on sim-0001 spot gcp e2-standard-2 (us-central1): ")])
+        for k, m in events
+    ]
+
+
+def test_a_spot_only_job_stays_suspended_until_told_the_way_out(sim: Sim) -> None:
+    expected = sim.plain("grows.py", "6", "5")
+    hold = sim.workdir / "hold"
+    hold.touch()
+    job = sim("run", "--detach", "--spot-only", "--name", "s", "grows.py", "6", "5")
+    assert job.returncode == 0, job.stderr
+    job_id = job.stdout.strip()
+    sim.wait_for_output(job_id, "step 0 ")
+    assert sim.machines("s") == ["sim-0001 spot gcp e2-standard-2 (us-central1)"]
+    (sim.workdir / "grow").touch()
+    time.sleep(1.0)  # the held loop grows its state by 100 kB within a few of its 20 ms turns
+    assert sim.cloud("reclaim", "s").returncode == 0
+    sim.wait_state("s", "suspended")
+
+    # 100 kB is over every spot offer's bound (AWS 55 kB; GCP's pool is left out after its
+    # reclaim, and its bound is 1.1 kB): a spot-only job stays, and is told the way out.
+    stays = sim("resume", "s")
+    assert stays.returncode == 75, stays.stderr
+    way_out = (
+        f"no spot offer can save this job's state (%s, its checkpoint as stored); resume it on an "
+        f"exact machine (portal resume {job_id} --on SPEC) or on-demand (portal resume {job_id} "
+        "--no-spot)"
+    )
+    assert "no spot offer can save" in stays.stderr and f"portal resume {job_id} --no-spot" in (
+        stays.stderr
+    )
+    none = [m for k, m in sim.events(job_id) if k == "placement.none"]
+    assert len(none) == 1 and none[0].startswith(f"job {job_id} stays suspended: no spot offer")
+    assert none[0].endswith(way_out.split("); ", 1)[1])
+    assert sim.state("s") == "suspended"
+
+    hold.unlink()
+    resumed = sim("resume", "s", "--no-spot")
+    assert resumed.returncode == 0, resumed.stderr
+    assert sim.machines("s")[-1] == "sim-0002 on-demand gcp e2-standard-2 (us-central1)"
+    assert sim("logs", "s").stdout == expected
+
+
+def test_a_move_that_does_not_happen_releases_the_machine_provisioned_for_it(sim: Sim) -> None:
+    """The spot watch provisions ahead of a move; when the pause is abandoned (or fails, or the
+    job ends first) that machine is released at once, with an event saying why."""
+    from portal.control.plane import ControlPlane
+    from portal.core.settings import Settings
+    from portal.sim.outgrow import SpotWatch
+    from portal.sim.placing import SimulatedPlacing
+
+    hold = sim.workdir / "hold"
+    hold.touch()
+    job_id = sim("run", "--detach", "--name", "w", "held.py", "1", "3").stdout.strip()
+    sim.wait_for_output(job_id, "step 0 ")
+    plane = ControlPlane(Settings.load(environ=sim.env))
+    try:
+        placing = SimulatedPlacing(plane)
+        offers = {o.describe(): o for o in placing.offers()}
+        spot = placing.machines.provision(offers["spot aws c7i.large (us-east-1)"])
+        watch = SpotWatch(plane, job_id, spot)
+        watch.target = placing.machines.provision(offers["on-demand aws c7i.large (us-east-1)"])
+        watch.move_failed("the pause was abandoned (the test's reason)")
+        assert watch.target is None
+        released = placing.machines.get("sim-0002")
+        assert released.released_at is not None
+        assert (
+            "spot.released",
+            "sim-0002 on-demand aws c7i.large (us-east-1), provisioned for the move off sim-0001 "
+            "spot aws c7i.large (us-east-1), is released: the pause was abandoned (the test's "
+            "reason)",
+        ) in sim.events(job_id)
+        watch.move_failed("again")  # nothing provisioned any more: nothing happens
+        assert [k for k, _ in sim.events(job_id)].count("spot.released") == 1
+    finally:
+        plane.store.close()
+    hold.unlink()
+    sim.wait_state("w", "done")

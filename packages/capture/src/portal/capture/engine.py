@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import sys
 import threading
 import time
@@ -25,15 +26,20 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from portal.capture.image import write_image
+import attrs
+import msgspec
+
+from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probe import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
 from portal.core.wire import (
     Abandoned,
+    Checkpointed,
     Deferred,
     Failed,
+    NotCheckpointed,
     Paused,
     Pending,
     ProbeReport,
@@ -62,7 +68,9 @@ _HISTORY_MAX: Final = 50
 PROBE_BUDGET_S: Final = 5.0
 
 
-Event = Pending | Deferred | Paused | Abandoned | Failed | ProbeReport
+Event = (
+    Pending | Deferred | Paused | Abandoned | Failed | ProbeReport | Checkpointed | NotCheckpointed
+)
 
 
 class _ProbeStopped(BaseException):
@@ -71,6 +79,21 @@ class _ProbeStopped(BaseException):
     A BaseException, so that no ``except Exception`` on the way (the pickler's, a diagnosis's)
     takes it for a value that cannot be pickled.
     """
+
+
+def _held_copy(image: CheckpointImage) -> CheckpointImage | None:
+    """``image`` with its out-of-band buffers copied (the program may change them as soon as
+    it runs on), when the copy takes at most a quarter of the memory available; else None."""
+    held = sum(b.nbytes for b in image.buffers)
+    try:
+        with open("/proc/meminfo", "rb") as fh:
+            fields = dict(line.split(b":", 1) for line in fh.read().splitlines() if b":" in line)
+        available = int(fields[b"MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+    if held > available // 4:
+        return None
+    return attrs.evolve(image, buffers=[memoryview(b.tobytes()) for b in image.buffers])
 
 
 def _bytes_walked(frame: FrameType | None) -> int:
@@ -86,11 +109,15 @@ def _bytes_walked(frame: FrameType | None) -> int:
 
 
 class _ProbeWanted:
-    __slots__ = ("deadline", "requested")
+    __slots__ = ("deadline", "keep_at", "requested")
 
-    def __init__(self, requested: float, deadline: float | None) -> None:
+    def __init__(
+        self, requested: float, deadline: float | None, keep_at: Path | None = None
+    ) -> None:
         self.requested = requested
         self.deadline = deadline
+        # A periodic checkpoint: the check's walk, kept and written here (the program runs on).
+        self.keep_at = keep_at
 
 
 class _Request:
@@ -229,6 +256,23 @@ class Engine:
                 self._probe.deadline = deadline
         self._wake()
 
+    def request_checkpoint(
+        self, path: str | os.PathLike[str], deadline: float | None = None
+    ) -> None:
+        """Ask for a periodic checkpoint: at the next safe point, write the state to ``path``
+        and run on (:class:`Checkpointed`). It takes the place of a check that is waiting (a
+        checkpoint that succeeds answers it too); a pause asked for meanwhile wins."""
+        with self._lock:
+            if self._capturing:
+                return
+            if self._probe is None:
+                self._probe = _ProbeWanted(self._clock(), deadline, Path(path))
+                self._probe_reported = frozenset()
+            else:
+                self._probe.deadline = deadline
+                self._probe.keep_at = Path(path)
+        self._wake()
+
     def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
         """Called at the end of the main thread's signal handlers: a check walking the state
         stops at once when a pause is wanted or its time is up (the pause is then taken at the
@@ -336,6 +380,8 @@ class Engine:
             return
         if wanted.deadline is not None and self._clock() >= wanted.deadline:
             self._probe = None  # no safe point in time; the node has said so
+            if wanted.keep_at is not None:
+                self._notify(NotCheckpointed(reason="deadline"))
             return
         position = check_position(frame, self.context)
         if isinstance(position, Problem):
@@ -345,6 +391,11 @@ class Engine:
                 self._notify(Deferred(problems=[ProblemRecord(**position.to_dict())]))
             return
         self._probe = None
+        if wanted.keep_at is not None:
+            done = self._checkpoint_here(frame, position, wanted, wanted.keep_at)
+            if done is not None:  # else a writer thread reports once the file is whole
+                self._notify(done)
+            return
         at = where(frame)
         started = time.monotonic()
         report: ProbeReport | None = None
@@ -386,6 +437,73 @@ class Engine:
             )
         if report is not None:
             self._notify(report)
+
+    def _checkpoint_here(
+        self, frame: FrameType, position: Any, wanted: _ProbeWanted, target: Path
+    ) -> Checkpointed | NotCheckpointed | None:
+        """A periodic checkpoint at this safe point: the program is held while its state is
+        captured, then runs on. A pause asked for meanwhile stops it at once (the file is
+        removed) and is taken at this same safe point.
+
+        The large buffers (arrays, tensors) are copied in memory when that fits comfortably
+        (a copy is several times faster than a write): the file is then written by a thread
+        while the program runs on, and None is returned (the thread reports). Otherwise the
+        file is written whole before the program goes on."""
+        for stream in (sys.stdout, sys.stderr):
+            # What was printed before the checkpoint is out before it: a resume from it repeats
+            # exactly the output that came after, never loses what came before.
+            with contextlib.suppress(Exception):
+                stream.flush()
+        stdout_bytes, stderr_bytes = _file_size(1), _file_size(2)
+        at = where(frame)
+        started = time.monotonic()
+        try:
+            try:
+                self._probing_until = float("inf")  # no budget: only a pause stops it
+                result = take_snapshot(
+                    frame, position, self.context, requested_time=wanted.requested
+                )
+                image = result.image
+                held = None if image is None else _held_copy(image)
+                size = 0 if image is None or held is not None else write_image(image, target)
+            finally:
+                self._probing_until = None
+        except _ProbeStopped:
+            target.unlink(missing_ok=True)
+            return NotCheckpointed(reason="pause")
+        except Exception as exc:  # a reducer that broke, a full disk: the program runs on
+            target.unlink(missing_ok=True)
+            return NotCheckpointed(reason="error", error=f"{type(exc).__name__}: {exc}")
+        if result.image is None:
+            return NotCheckpointed(
+                reason="problems", problems=[ProblemRecord(**p.to_dict()) for p in result.problems]
+            )
+        safe_point = result.image.header.safe_point_time
+        taken = Checkpointed(
+            checkpoint=str(target),
+            bytes=size,
+            stall_seconds=time.monotonic() - started,
+            where=at,
+            seconds_to_safe_point=max(0.0, safe_point - wanted.requested),
+            stdout_bytes=stdout_bytes,
+            stderr_bytes=stderr_bytes,
+        )
+        if held is None:
+            return taken
+        threading.Thread(
+            target=self._write_held, args=(held, target, taken), name="portal-periodic", daemon=True
+        ).start()
+        return None
+
+    def _write_held(self, image: CheckpointImage, target: Path, taken: Checkpointed) -> None:
+        """The writer thread of a periodic checkpoint whose state was copied at its safe point."""
+        try:
+            size = write_image(image, target)
+        except Exception as exc:
+            target.unlink(missing_ok=True)
+            self._notify(NotCheckpointed(reason="error", error=f"{type(exc).__name__}: {exc}"))
+            return
+        self._notify(msgspec.structs.replace(taken, bytes=size))
 
     def _probe_time_up(self) -> None:
         """Timer thread: wake the main thread so that its handler stops the walk."""
@@ -462,3 +580,12 @@ class Engine:
             self._before_exit()
         finally:
             os._exit(EXIT_PAUSED)
+
+
+def _file_size(fd: int) -> int | None:
+    """The size of the regular file behind ``fd`` (the node's attempt output), else None."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None

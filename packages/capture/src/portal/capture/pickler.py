@@ -48,6 +48,11 @@ Reducer = Callable[[Any], Any]
 
 _STD_STREAMS = ("stdout", "stderr", "stdin", "__stdout__", "__stderr__", "__stdin__")
 _PROCESS_BOUND: tuple[type, ...] = (threading.Thread, subprocess.Popen)
+#: Library objects a diagnosis names whole rather than by their insides: a ``threading.Event``
+#: is one problem ("ev"), not its condition's lock and each of the lock's bound methods.
+_OPAQUE_MODULES = frozenset(
+    {"threading", "queue", "socket", "selectors", "multiprocessing.synchronize", "asyncio.locks"}
+)
 _DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
 
 
@@ -322,6 +327,13 @@ def pickle_error(
 def iter_children(value: object) -> Iterable[tuple[str, object]]:
     """Named parts of ``value`` a diagnosis descends into: ``[key]``, ``[i]``, ``.attr``."""
     if isinstance(value, (*_PROCESS_BOUND, io.IOBase)):
+        return
+    if type(value).__module__ in _OPAQUE_MODULES:
+        return
+    if isinstance(value, types.BuiltinMethodType):
+        owner = value.__self__  # ``lock.acquire``: the problem is the lock, named once
+        if owner is not None and not isinstance(owner, types.ModuleType):
+            yield ".__self__", owner
         return
     if isinstance(value, dict):
         for key, item in list(value.items()):

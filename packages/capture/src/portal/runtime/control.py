@@ -6,6 +6,7 @@ A client sends JSON lines::
     {"op": "pause", "deadline": 1733140000.5}   # unix time
     {"op": "cancel"}
     {"op": "probe", "deadline": 1733140030.0}    # the checkpoint check; deadline optional
+    {"op": "checkpoint", "path": "/ckpt/periodic-3.portal"}   # write one and run on
 
 and receives every event of the pause lifecycle as JSON lines, starting with ``hello``::
 
@@ -16,6 +17,9 @@ and receives every event of the pause lifecycle as JSON lines, starting with ``h
     {"event": "abandoned", "reason": "deadline" | "cancelled", "problems": [...]}
     {"event": "failed", "error": "..."}
     {"event": "probe", "problems": [...], "partial": false, "checked_bytes": 123, "where": ...}
+    {"event": "checkpointed", "checkpoint": "/ckpt/periodic-3.portal", "bytes": 123,
+     "stall_seconds": 0.04, "where": "train.py:42"}
+    {"event": "not-checkpointed", "reason": "pause" | "problems" | "deadline" | "error", ...}
     {"event": "error", "message": "..."}    # a message the runtime could not understand
 
 Messages are read on the main thread: each client socket is set ``O_ASYNC``, so the kernel
@@ -42,11 +46,21 @@ from typing import Any, Protocol
 
 import msgspec
 
-from portal.core.wire import Cancel, Hello, Pause, Probe, ProtocolError, RuntimeRequest
+from portal.capture.notes import restore_notes
+from portal.core.wire import (
+    Cancel,
+    Checkpoint,
+    Hello,
+    Pause,
+    Probe,
+    ProtocolError,
+    RuntimeRequest,
+)
 
 __all__ = [
     "CONTROL_ENV",
     "Cancel",
+    "Checkpoint",
     "ControlChannel",
     "Hello",
     "Message",
@@ -65,6 +79,7 @@ class _Engine(Protocol):
     def request_pause(self, deadline: float, source: str) -> None: ...
     def cancel(self, reason: str = ...) -> None: ...
     def request_probe(self, deadline: float | None = ...) -> None: ...
+    def request_checkpoint(self, path: str, deadline: float | None = ...) -> None: ...
     def stop_probe_if_due(self, frame: FrameType | None = ...) -> None: ...
     def expire(self) -> None: ...
     def deadline(self) -> float | None: ...
@@ -200,8 +215,8 @@ class ControlChannel:
                 _encode(
                     ProtocolError(
                         message=f"cannot understand {line[:200]!r}: {exc}. Send one JSON object "
-                        'per line: {"op": "pause", "deadline": UNIX_TIME}, {"op": "cancel"} or '
-                        '{"op": "probe"}'
+                        'per line: {"op": "pause", "deadline": UNIX_TIME}, {"op": "cancel"}, '
+                        '{"op": "probe"} or {"op": "checkpoint", "path": PATH}'
                     )
                 )
                 + b"\n",
@@ -211,6 +226,8 @@ class ControlChannel:
             engine.request_pause(message.deadline, "node")
         elif isinstance(message, Probe):
             engine.request_probe(message.deadline)
+        elif isinstance(message, Checkpoint):
+            engine.request_checkpoint(message.path, message.deadline)
         else:
             engine.cancel("cancelled")
 
@@ -248,6 +265,10 @@ class ControlChannel:
         fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK | os.O_ASYNC)
         with self._lock:
             self._clients[client] = bytearray()
-        self._send_to(client, _encode(Hello(pid=os.getpid(), pending=engine.pending())) + b"\n")
+        self._send_to(
+            client,
+            _encode(Hello(pid=os.getpid(), pending=engine.pending(), notes=restore_notes()))
+            + b"\n",
+        )
         # Lines that arrived before O_ASYNC was set raised no SIGIO: have the main thread look.
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGIO)

@@ -16,7 +16,14 @@ import attrs
 
 from portal.core.errors import InvalidSettingError
 
-__all__ = ["CLOUDS", "PROBE_MODES", "Settings"]
+__all__ = [
+    "CHECKPOINT_EVERY_SPOT_S",
+    "CLOUDS",
+    "PROBE_MODES",
+    "Settings",
+    "checkpoint_every",
+    "parse_duration",
+]
 
 PROBE_MODES = ("on", "full", "off")
 #: Where ``portal resume`` and ``portal move`` find offers: this machine only, or the simulated
@@ -74,6 +81,47 @@ def _control_db(value: Any) -> str:
     raise ValueError("expected sqlite (the embedded default) or a postgresql:// URL")
 
 
+def _control_plane(value: Any) -> str:
+    text = str(value).strip().rstrip("/")
+    if text.startswith(("http://", "https://")) and len(text.split("://", 1)[1]) > 0:
+        return text
+    raise ValueError("expected the control-plane service's http:// or https:// URL")
+
+
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+#: ``checkpoint_every = auto``: every 30 minutes on a spot machine, off on any other.
+CHECKPOINT_EVERY_SPOT_S = 1800.0
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds in ``30s``, ``10m``, ``1h`` or a plain number of seconds (``45``, ``2.5``)."""
+    text = str(value).strip().lower()
+    unit = _DURATION_UNITS.get(text[-1:]) if text else None
+    number = text[:-1] if unit is not None else text
+    try:
+        seconds = float(number) * (unit or 1.0)
+    except ValueError:
+        raise ValueError(
+            "expected a duration such as 30s, 10m, 1h or a number of seconds"
+        ) from None
+    if not 0 < seconds < float("inf"):
+        raise ValueError("expected a duration above 0 (30s, 10m, 1h)")
+    return seconds
+
+
+def checkpoint_every(value: Any) -> float | None:
+    """The ``checkpoint_every`` setting: ``auto`` (None), ``off`` (0.0) or seconds."""
+    text = str(value).strip().lower()
+    if text == "auto":
+        return None
+    if text == "off":
+        return 0.0
+    try:
+        return parse_duration(text)
+    except ValueError as why:
+        raise ValueError(f"{why}, or auto, or off") from None
+
+
 def _text(value: Any) -> str:
     text = str(value).strip()
     if not text:
@@ -95,6 +143,13 @@ _SCHEMA: dict[str, tuple[str | None, Callable[[Any], Any], Any]] = {
     # Where the control plane keeps jobs and events: ``sqlite`` (a file under PORTAL_HOME) or a
     # PostgreSQL server shared by many machines (``postgresql://user@host:port/db``).
     "control_db": ("PORTAL_CONTROL_DB", _control_db, "sqlite"),
+    # A control-plane service (`portal server`) to use instead of a store of this machine's own,
+    # and this user's token for it (`portal server token create USER`).
+    "control_plane": ("PORTAL_CONTROL_PLANE", _control_plane, None),
+    "control_token": ("PORTAL_TOKEN", _text, None),
+    # Periodic checkpoints, the safety net for a machine lost without notice: ``auto`` (every
+    # 30 minutes on a spot machine, off elsewhere), ``off``, or a duration (``10m``).
+    "checkpoint_every": ("PORTAL_CHECKPOINT_EVERY", checkpoint_every, "auto"),
 }
 
 
@@ -111,6 +166,17 @@ class Settings:
     cloud: str = "local"
     simulated_cloud_data: str | None = None
     control_db: str = "sqlite"
+    control_plane: str | None = None
+    control_token: str | None = attrs.field(default=None, repr=False)  # a secret: kept out of logs
+    #: None: ``auto``; 0.0: ``off``; else the seconds between periodic checkpoints.
+    checkpoint_every: float | None = None
+
+    def checkpoint_interval(self, purchase: str) -> float | None:
+        """Seconds between periodic checkpoints on a machine bought ``purchase`` (``spot``,
+        ``on-demand``, ``unknown``); None when it takes none."""
+        if self.checkpoint_every is None:
+            return CHECKPOINT_EVERY_SPOT_S if purchase == "spot" else None
+        return self.checkpoint_every or None
 
     @classmethod
     def load(
@@ -158,4 +224,7 @@ class Settings:
             cloud=resolved["cloud"],
             simulated_cloud_data=resolved["simulated_cloud_data"],
             control_db=resolved["control_db"],
+            control_plane=resolved["control_plane"],
+            control_token=resolved["control_token"],
+            checkpoint_every=resolved["checkpoint_every"],
         )

@@ -20,12 +20,15 @@ __all__ = [
     "MANIFEST_FORMAT",
     "Abandoned",
     "Cancel",
+    "Checkpoint",
+    "Checkpointed",
     "ChunkEntry",
     "Deferred",
     "EventRecord",
     "Failed",
     "Hello",
     "Manifest",
+    "NotCheckpointed",
     "NoticeRecord",
     "Pause",
     "Paused",
@@ -191,14 +194,28 @@ class Probe(_Wire, frozen=True, kw_only=True, tag_field="op", tag="probe"):
     deadline: float | None = None
 
 
-RuntimeRequest = Pause | Cancel | Probe
+class Checkpoint(_Wire, frozen=True, kw_only=True, tag_field="op", tag="checkpoint"):
+    """A periodic checkpoint: at the next safe point, write the state to ``path`` (a fresh file
+    the node names) and go on running; report :class:`Checkpointed`. A pause asked for meanwhile
+    wins and is taken at the same safe point.
+
+    ``deadline`` (Unix time): stop waiting for a safe point then (none: wait until one comes).
+    """
+
+    path: str
+    deadline: float | None = None
+
+
+RuntimeRequest = Pause | Cancel | Probe | Checkpoint
 
 
 class Hello(_Wire, frozen=True, kw_only=True, tag_field="event", tag="hello"):
-    """Sent to each client on connecting."""
+    """Sent to each client on connecting. ``notes``: what the restore that started this process
+    did otherwise than the checkpoint left it (``portal.capture.notes``), for the job's events."""
 
     pid: int
     pending: bool
+    notes: tuple[str, ...] = ()
 
 
 class Pending(_Wire, frozen=True, kw_only=True, tag_field="event", tag="pending"):
@@ -256,8 +273,46 @@ class ProbeReport(_Wire, frozen=True, kw_only=True, tag_field="event", tag="prob
     seconds: float = 0.0
 
 
+class Checkpointed(_Wire, frozen=True, kw_only=True, tag_field="event", tag="checkpointed"):
+    """A periodic checkpoint is written whole at ``checkpoint`` and the program runs on.
+
+    ``stall_seconds``: how long the program was held at the safe point ``where`` (capture and
+    write); ``seconds_to_safe_point``: from the request to that safe point.
+    """
+
+    checkpoint: str
+    bytes: int
+    stall_seconds: float
+    where: str = ""
+    seconds_to_safe_point: float = 0.0
+    #: The size of the process's stdout and stderr files at the safe point (after a flush), when
+    #: they are files: a resume from this checkpoint repeats what came after, so ``portal logs``
+    #: shows the attempt's output up to here only.
+    stdout_bytes: int | None = None
+    stderr_bytes: int | None = None
+
+
+class NotCheckpointed(_Wire, frozen=True, kw_only=True, tag_field="event", tag="not-checkpointed"):
+    """A periodic checkpoint was not written (``reason``: ``problems``, a value the checkpoint
+    cannot carry; ``pause``, a pause came first; ``deadline``, no safe point in time;
+    ``error``, writing failed, see ``error``). The program runs on."""
+
+    reason: str
+    problems: list[ProblemRecord] = []
+    error: str = ""
+
+
 RuntimeEvent = (
-    Hello | Pending | Deferred | Paused | Abandoned | Failed | ProtocolError | ProbeReport
+    Hello
+    | Pending
+    | Deferred
+    | Paused
+    | Abandoned
+    | Failed
+    | ProtocolError
+    | ProbeReport
+    | Checkpointed
+    | NotCheckpointed
 )
 
 _encoder = msgspec.json.Encoder()

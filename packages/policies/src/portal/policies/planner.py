@@ -74,7 +74,15 @@ class Plan:
 
     @property
     def warnings(self) -> list[str]:
-        return [d.reason for d in self.decisions if d.verdict is Verdict.WARN]
+        """The warnings about the offer chosen (the plan's D6 lines list every kept offer's)."""
+        return [d.reason for d in self._chosen_warnings()]
+
+    def _chosen_warnings(self) -> list[Decision]:
+        return [
+            d
+            for d in self.decisions
+            if d.verdict is Verdict.WARN and self.chosen is not None and d.offer == self.chosen
+        ]
 
     def render(self) -> str:
         return "\n".join(self.lines)
@@ -86,7 +94,7 @@ class Plan:
             rule = decision.figures.get("rule")
             if decision.verdict is Verdict.SKIP and rule in _EVENT_RULES:
                 kind = "placement.skipped"
-            elif decision.verdict is Verdict.WARN:
+            elif decision.verdict is Verdict.WARN and decision in self._chosen_warnings():
                 kind = "placement.warning"
             else:
                 continue

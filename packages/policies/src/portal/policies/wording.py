@@ -169,6 +169,14 @@ def kept_pinned(current: Offer, spec: str, measure: StateMeasure, bound: Bound) 
     )
 
 
+def kept_spot_only(current: Offer, measure: StateMeasure, bound: Bound) -> str:
+    return (
+        f"{current.describe()} kept because the job runs on spot only: "
+        f"{exceeds(measure, bound)}; if it is reclaimed, the work since its last checkpoint may "
+        "be lost (move it with `portal move JOB --no-spot` to keep it safe)"
+    )
+
+
 def kept_no_fit(current: Offer, measure: StateMeasure, bound: Bound) -> str:
     return (
         f"{current.describe()} kept for now: {exceeds(measure, bound)}, and no on-demand offer "

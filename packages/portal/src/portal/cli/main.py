@@ -22,13 +22,15 @@ from typing import Any, TextIO
 from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
 from portal.control import silence, wording
-from portal.control.lineage import superseded_attempts
+from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.plane import ControlPlane
 from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
 from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.node.launch import launch_node
+from portal.node.periodic import CHECKPOINT_EVERY_FLAG as _CHECKPOINT_EVERY_FLAG
+from portal.node.periodic import checkpoint_every_option, note_periodic_resume
 
 __all__ = ["main"]
 
@@ -65,8 +67,25 @@ class Cli:
                 f"script {options.script!r} not found in {Path.cwd()}: give the path of a Python "
                 "file, e.g. `portal run train.py`"
             )
+        checkpoint_every_option(options.checkpoint_every)
+        placement = Placement(self)
+        placing = (options.memory, options.on, options.no_spot, options.spot_only, options.plan)
+        if placement.enabled and any(placing):
+            # Placed on the cloud's offers when asked to be; otherwise it starts here, and the
+            # offers count from its first resume or move.
+            return placement.run(options, str(Path.cwd().resolve()))
+        for flag, given in (("--on", options.on), ("--spot-only", options.spot_only)):
+            if given:
+                raise local_only(flag, options.script)
+        if options.plan:
+            print("D8 choice: this machine (local, on-demand); nothing else is installed")
+            return 0
         job = self.plane.create_job(
-            script=options.script, args=options.args, workdir=Path.cwd(), name=options.name
+            script=options.script,
+            args=options.args,
+            workdir=Path.cwd(),
+            name=options.name,
+            memory_gib=options.memory,
         )
         self.store.create_job_key(job.id)
         attempt = self._spawn_node(job, resume_from=None)
@@ -82,7 +101,10 @@ class Cli:
         if (options.gpu or options.on) and not placement.enabled:
             what = f"--gpu {options.gpu}" if options.gpu else f"--on {options.on}"
             raise local_only(what, options.job)
-        if job.state is not JobState.SUSPENDED:
+        checkpoint_every_option(options.checkpoint_every)
+        # A lost job (its machine gone without notice) resumes too, from its last complete
+        # checkpoint: a periodic one, typically.
+        if job.state not in (JobState.SUSPENDED, JobState.LOST):
             raise InvalidArgumentError(
                 f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
                 "(`portal status` shows its state)"
@@ -99,7 +121,8 @@ class Cli:
             for line in self._plan_lines(job, ref, no_spot=options.no_spot):
                 print(line)
             return 0
-        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
+        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED, JobState.LOST])
+        note_periodic_resume(self.plane, self.store, job, ref)
         self.plane.record(
             job.id,
             "resuming",
@@ -205,6 +228,12 @@ class Cli:
             )
         else:
             print("checkpoint none complete")
+        last = data["attempts"][-1] if data["attempts"] else None
+        if last and last["state"] == "lost" and ckpt and job.state is not JobState.RUNNING:
+            print(
+                f"lost      attempt {last['number']} stopped without notice: "
+                f"{wording.lost_way_out(job)}"
+            )
         for partial in data.get("incomplete_checkpoints", []):
             print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
         if data.get("waiting_for"):
@@ -251,7 +280,9 @@ class Cli:
                 note(skipped)
                 number += 1
                 continue
-            out, err = _Tail(paths.stdout(number)), _Tail(paths.stderr(number))
+            cut = output_cuts(self.plane, job).get(number)
+            out = _Tail(paths.stdout(number), limit=cut.stdout_bytes if cut else None)
+            err = _Tail(paths.stderr(number), limit=cut.stderr_bytes if cut else None)
             while True:
                 running = (
                     self.plane.store.attempts(job.id)[number - 1].state is AttemptState.RUNNING
@@ -266,6 +297,8 @@ class Cli:
                 job = self.job(job.id)
             out.copy(sys.stdout)
             err.copy(sys.stderr)
+            if cut is not None:  # the rest was done again by a later attempt
+                note(cut.why)
             number += 1
 
     def _note_carry(self, job: Job, after: int) -> int:
@@ -367,15 +400,19 @@ _NOTED = {
 class _Tail:
     """Copies what a growing file gained since the last call, bytes unchanged."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, limit: int | None = None) -> None:
         self.path = path
         self.offset = 0
+        self.limit = limit  # copy no further than this size (the rest is another's work)
 
     def copy(self, stream: TextIO) -> None:
+        left = -1 if self.limit is None else max(0, self.limit - self.offset)
+        if left == 0:
+            return
         try:
             with self.path.open("rb") as f:
                 f.seek(self.offset)
-                data = f.read()
+                data = f.read(left)
         except FileNotFoundError:
             return
         if data:
@@ -383,6 +420,17 @@ class _Tail:
             stream.flush()
             stream.buffer.write(data)
             stream.buffer.flush()
+
+
+def _memory_gib(text: str) -> float:
+    """``--memory``: a positive number of GiB (argparse reports the refusal as a usage error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB, not {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number of GiB above 0, not {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -395,6 +443,19 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run SCRIPT as a job")
     run.add_argument("--detach", action="store_true", help="print the job id and return")
     run.add_argument("--name", help="a unique name to refer to the job by")
+    run.add_argument(
+        "--memory",
+        type=_memory_gib,
+        metavar="GIB",
+        help="the memory the job asks for, in GiB (sizes a new job's placement until measured)",
+    )
+    run.add_argument("--on", metavar="SPEC", help="an exact offer or kind (with a cloud's offers)")
+    run.add_argument("--no-spot", action="store_true", help="on-demand machines only")
+    run.add_argument(
+        "--spot-only", action="store_true", help="spot machines only, now and at every resume"
+    )
+    run.add_argument("--plan", action="store_true", help="show where it would run; do nothing")
+    run.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
     resume = sub.add_parser("resume", help="continue a suspended job from its last checkpoint")
@@ -404,6 +465,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--on", metavar="SPEC")
     resume.add_argument("--no-spot", action="store_true")
     resume.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
+    resume.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
     notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
     notice.add_argument("job", metavar="JOB")
     notice.add_argument("--seconds", type=float, help="notice length (default 120)")
@@ -429,10 +491,31 @@ def _parser() -> argparse.ArgumentParser:
     console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
     console.add_argument("--port", type=int, default=8470, metavar="P", help="default 8470")
     sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
+    # Parsed by portal.server itself (see _server_main); listed here for `portal --help`.
+    sub.add_parser("server", help="the control plane as an HTTP service; token create/list/revoke")
     return parser
 
 
+def _server_main(argv: list[str]) -> int:
+    """``portal server ...``: the portal-server distribution's own command line, imported only
+    when it runs, so ``portal`` works without its web stack (and opens no control plane here)."""
+    import importlib
+    import importlib.util
+
+    if importlib.util.find_spec("portal.server") is None:
+        exc = InvalidArgumentError(
+            "the control-plane server is not installed: it comes with the portal-server "
+            "package; install it with `pip install portal-server`"
+        )
+        note(f"{exc} [{exc.code}]")
+        return EXIT_USAGE
+    return int(importlib.import_module("portal.server.cli").main(argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["server"]:
+        return _server_main(args[1:])
     options = _parser().parse_args(argv)
     try:
         cli = Cli()

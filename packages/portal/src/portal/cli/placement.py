@@ -1,4 +1,5 @@
-"""Where ``portal resume`` and ``portal move`` put a job: the planner over the installed offers.
+"""Where ``portal run``, ``portal resume`` and ``portal move`` put a job: the planner over the
+installed offers.
 
 With ``cloud: simulated`` (``PORTAL_CLOUD=simulated``) the offers are the simulated cloud's
 (:mod:`portal.sim`); a plan is made by :class:`portal.policies.Planner` with the job's state
@@ -7,6 +8,13 @@ rehearsal, else its resident memory now), the pools that reclaimed a machine in 
 30 minutes left out (the control plane records reclaims), and the simulated save rates standing
 in for the node's measured ones. The plan's events (``spot aws c7i.large (us-east-1) skipped:
 ...``) go to the job's log; ``--plan`` prints its D lines and changes nothing.
+
+A brand-new job run with a placement flag (``portal run --memory GIB``, ``--on``, ``--no-spot``,
+``--spot-only``, ``--plan``) is placed on the offers; without one it starts on this machine and the
+offers count from its first resume or move. A new job has no measured state yet: the planner sizes it by what it asked
+for (``--memory``), a guess, so a spot offer whose notice could not save that much is still used,
+with a warning that names the figure. A job run with ``--spot-only`` keeps that wish for every
+later resume and move (the ``spot-only`` event of its log records it).
 
 Without a cloud, Portal places jobs on this machine only: the CLI keeps its local resume, and
 the options that need offers say so.
@@ -22,8 +30,9 @@ from typing import Any, Protocol
 
 from portal.control import silence
 from portal.control.plane import ControlPlane
+from portal.control.store import new_job_id
 from portal.core.builtin.local_notices import deliver_notice
-from portal.core.domain import Job, JobState
+from portal.core.domain import Job, JobState, Offer
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.specs import StateMeasure
 from portal.node.launch import launch_node
@@ -37,7 +46,7 @@ from portal.policies import (
     choose,
 )
 from portal.sim.machines import MACHINE_ENV, Machine, SimulatedMachines
-from portal.sim.placing import SimulatedPlacing
+from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 
 __all__ = ["EXIT_STAYS", "Placement", "local_only"]
 
@@ -45,6 +54,8 @@ __all__ = ["EXIT_STAYS", "Placement", "local_only"]
 EXIT_STAYS = 75
 #: ``portal move``'s exit status when no offer is left and the job stays where it is.
 EXIT_NOT_MOVED = 1
+#: ``portal run``'s exit status when no offer is left and the job is not started.
+EXIT_NOT_PLACED = 1
 #: How long ``portal move`` waits past the pause notice for the job to be suspended.
 _MOVE_GRACE_S = 60.0
 
@@ -118,7 +129,15 @@ class Placement:
         pid: int | None = None
         moved_at: float | None = None
         for _, event in self.plane.store.events(job.id):
-            if event.kind == "carry-ok" and event.data.get("checked_bytes"):
+            if event.kind == "carry-rehearsal" and event.data.get("bytes"):
+                # capture_probe = full on an on-demand machine: a real checkpoint's bytes, at
+                # every check (the latest wins)
+                samples.append(
+                    StateSample(
+                        figure=Figure.REHEARSAL, bytes=int(event.data["bytes"]), at=event.at
+                    )
+                )
+            elif event.kind == "carry-ok" and event.data.get("checked_bytes"):
                 samples.append(
                     StateSample(
                         figure=Figure.REHEARSAL, bytes=int(event.data["checked_bytes"]), at=event.at
@@ -152,42 +171,125 @@ class Placement:
         for warning in plan.warnings:
             note(f"warning: {warning}")
 
-    def _start(self, job: Job, machine: Machine, plan: Plan, *, resume_from: str) -> int:
-        attempt = launch_node(
-            self.plane,
-            job,
-            resume_from=resume_from,
-            machine=machine.name,
-            node_dir=machine.directory,
-            environ={MACHINE_ENV: machine.id},
+    def _request(self, action: Action, job: Job, options: argparse.Namespace) -> PlacementRequest:
+        """A resume's or move's request from its flags; a spot-only job stays spot only unless
+        this command says where (``--on``) or says on-demand (``--no-spot``)."""
+        return PlacementRequest.from_flags(
+            action,
+            on=options.on,
+            gpu=getattr(options, "gpu", None),
+            no_spot=options.no_spot,
+            spot_only=self.spot_only(job) and not options.no_spot and options.on is None,
         )
-        on = plan.request.on
-        self.machines.assign(machine, job.id, attempt, on=on.text if on and on.exact else None)
-        return attempt
 
-    def resume(self, job: Job, ref: Any, options: argparse.Namespace) -> int:
-        """``portal resume JOB [--gpu G] [--on SPEC] [--no-spot] [--plan]`` on the offers."""
-        request = PlacementRequest.from_flags(
-            Action.RESUME, on=options.on, gpu=options.gpu, no_spot=options.no_spot
-        )
-        plan = self.placing.plan(job, request, self.stored_measure(ref))
+    def _chosen(self, plan: Plan, options: argparse.Namespace, stays: int) -> Offer | int:
+        """The offer to carry the plan out on, or the exit status: ``--plan`` prints it (0);
+        otherwise it is recorded, and with nothing chosen the reason is said (``stays``)."""
         if options.plan:
             print(plan.render())
             return 0
         self._record(plan)
         if plan.chosen is None:
             note(plan.outcome)
-            return EXIT_STAYS
+            return stays
+        return plan.chosen
+
+    def spot_only(self, job: Job) -> bool:
+        """Whether the job was run with ``--spot-only`` (its log's ``spot-only`` event)."""
+        return any(event.kind == SPOT_ONLY_EVENT for _, event in self.plane.store.events(job.id))
+
+    def _start(self, job: Job, machine: Machine, plan: Plan, *, resume_from: str | None) -> int:
+        # A new job starts in the directory it was run from (its files are there); a resumed one
+        # in the machine's own directory, where its working-directory files arrive with the
+        # checkpoint, as on a fresh cloud machine.
+        attempt = launch_node(
+            self.plane,
+            job,
+            resume_from=resume_from,
+            machine=machine.name,
+            node_dir=machine.directory if resume_from is not None else None,
+            environ={MACHINE_ENV: machine.id},
+        )
+        on = plan.request.on
+        self.machines.assign(machine, job.id, attempt, on=on.text if on and on.exact else None)
+        return attempt
+
+    def run(self, options: argparse.Namespace, workdir: str) -> int:
+        """``portal run [--memory GIB] [--on SPEC] [--no-spot] [--spot-only] [--plan] SCRIPT``
+        on the offers: planned by what the job asks for, started on a provisioned machine."""
+        request = PlacementRequest.from_flags(
+            Action.RUN, on=options.on, no_spot=options.no_spot, spot_only=options.spot_only
+        )
+        draft = Job(
+            id=new_job_id(),
+            name=options.name,
+            script=options.script,
+            args=tuple(options.args),
+            workdir=workdir,
+            created_at=self.plane.clock.now(),
+            memory_gib=options.memory,
+        )
+        plan = self.placing.plan(draft, request, None)
+        if options.plan:
+            print(plan.render())
+            return 0
+        if plan.chosen is None:
+            note(f"{plan.outcome}; the job was not started")
+            return EXIT_NOT_PLACED
+        job = self.plane.create_job(
+            script=options.script,
+            args=options.args,
+            workdir=workdir,
+            name=options.name,
+            memory_gib=options.memory,
+        )
+        self.cli.store.create_job_key(job.id)
+        if options.spot_only:
+            self.plane.record(
+                job.id,
+                SPOT_ONLY_EVENT,
+                "this job asks for spot machines only: every resume and move keeps to spot "
+                f"(`portal resume {job.name or job.id} --no-spot` overrides it once)",
+                spot_only=True,
+            )
+        plan = self.placing.plan(job, request, None)  # the same plan, now for the job's log
+        self._record(plan)
+        if plan.chosen is None:  # the offers changed in between: nothing was started
+            self.plane.set_state(job.id, JobState.FAILED, expect=[JobState.RUNNING])
+            note(f"{plan.outcome}; the job was not started")
+            return EXIT_NOT_PLACED
+        machine = self.machines.provision(plan.chosen)
+        self.plane.record(
+            job.id,
+            "placed",
+            f"placed on {machine.name}: {plan.outcome}",
+            machine=machine.id,
+            pool=plan.chosen.pool,
+        )
+        attempt = self._start(job, machine, plan, resume_from=None)
+        if options.detach:
+            print(job.id, flush=True)
+            return 0
+        note(f"job {job.id} started on {machine.name}" + (f" ({job.name})" if job.name else ""))
+        return self.cli.follow(job, attempt)
+
+    def resume(self, job: Job, ref: Any, options: argparse.Namespace) -> int:
+        """``portal resume JOB [--gpu G] [--on SPEC] [--no-spot] [--plan]`` on the offers."""
+        request = self._request(Action.RESUME, job, options)
+        plan = self.placing.plan(job, request, self.stored_measure(ref))
+        chosen = self._chosen(plan, options, EXIT_STAYS)
+        if isinstance(chosen, int):
+            return chosen
         self.machines.release_idle()
         self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
-        machine = self.machines.provision(plan.chosen)
+        machine = self.machines.provision(chosen)
         self.plane.record(
             job.id,
             "resuming",
             f"resuming from checkpoint {ref.checkpoint_id} on {machine.name}: {plan.outcome}",
             checkpoint=ref.checkpoint_id,
             machine=machine.id,
-            pool=plan.chosen.pool,
+            pool=chosen.pool,
         )
         attempt = self._start(job, machine, plan, resume_from=ref.checkpoint_id)
         if options.detach:
@@ -209,26 +311,22 @@ class Placement:
             )
         # A move asks for a suspend first: refused while the node is silent, in the rules' words.
         silence.refuse_while_silent(self.plane, job, f"moving job {job.id}")
-        request = PlacementRequest.from_flags(Action.MOVE, on=options.on, no_spot=options.no_spot)
+        request = self._request(Action.MOVE, job, options)
         current = self.machines.of_job(job.id)
         plan = self.placing.plan(
             job, request, self.running_measure(job), current.offer if current else None
         )
-        if options.plan:
-            print(plan.render())
-            return 0
-        self._record(plan)
-        if plan.chosen is None:
-            note(plan.outcome)
-            return EXIT_NOT_MOVED
-        target = self.machines.provision(plan.chosen)
+        chosen = self._chosen(plan, options, EXIT_NOT_MOVED)
+        if isinstance(chosen, int):
+            return chosen
+        target = self.machines.provision(chosen)
         where = current.name if current is not None else "this machine (local)"
         self.plane.record(
             job.id,
             "provisioned",
             f"{target.name} provisioned ahead of the move from {where}: {plan.outcome}",
             machine=target.id,
-            pool=plan.chosen.pool,
+            pool=chosen.pool,
         )
         ref = self._pause_for_move(job, target, where)
         if current is not None:
@@ -240,7 +338,7 @@ class Placement:
             f"moving from {where} to {target.name}: resuming from checkpoint {ref.checkpoint_id}",
             checkpoint=ref.checkpoint_id,
             machine=target.id,
-            pool=plan.chosen.pool,
+            pool=chosen.pool,
         )
         self._start(job, target, plan, resume_from=ref.checkpoint_id)
         note(f"job {job.id} moved from {where} to {target.name} (checkpoint {ref.checkpoint_id})")

@@ -19,17 +19,23 @@ __all__ = [
     "carry_warning",
     "deferred",
     "done",
+    "every",
     "failed",
+    "lost_way_out",
     "notice",
     "notice_withdrawn",
     "pause_failed",
     "pause_unreachable",
     "paused",
     "pausing",
+    "periodic_every",
+    "periodic_failed",
+    "periodic_saved",
     "portal_error",
     "rebalance",
     "reported_late",
     "restoring",
+    "resumes_from_periodic",
     "started",
     "suspended",
     "upload_failed",
@@ -271,3 +277,53 @@ def rehearsed(where: str, size_bytes: int, seconds: float) -> str:
         f"The checkpoint check rehearsed a real checkpoint on this machine's disk: "
         f"{size(size_bytes)} written in {seconds:.1f} s, then deleted (at {where})."
     )
+
+
+# --- periodic checkpoints ---------------------------------------------------------------------
+
+
+def every(seconds: float) -> str:
+    """An interval as people say it: 30 s, 10 min, 1 h."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds / 3600:g} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds / 60:g} min"
+    return f"{seconds:g} s"
+
+
+def periodic_every(seconds: float, origin: str) -> str:
+    return (
+        f"periodic checkpoints every {every(seconds)} ({origin}): if the machine is lost without "
+        "notice, the job resumes from the last one"
+    )
+
+
+def periodic_saved(checkpoint_id: str, n: int, stall_s: float, where: str) -> str:
+    at = f" at {where}" if where else ""
+    return (
+        f"periodic checkpoint {checkpoint_id} saved ({size(n)}, script paused "
+        f"{stall_s * 1000:.0f} ms{at})"
+    )
+
+
+def periodic_failed(why: str, every_s: float) -> str:
+    return (
+        f"periodic checkpoint not saved ({why}); the job goes on and the next one is tried in "
+        f"{every(every_s)}"
+    )
+
+
+def resumes_from_periodic(checkpoint_id: str, taken_at: float, attempt: int) -> str:
+    return (
+        f"attempt {attempt} was lost without notice: resuming from the periodic checkpoint "
+        f"{checkpoint_id} taken at {clock_time(taken_at)}; the work done since then is done again"
+    )
+
+
+def lost_way_out(job: Job) -> str:
+    return f"resume it from its last checkpoint with `{resume_hint(job)}`"
+
+
+def restore_note(text: str) -> str:
+    """What the restore of this attempt did otherwise than the checkpoint left it."""
+    return f"on resume: {text}"

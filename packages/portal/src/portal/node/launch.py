@@ -7,6 +7,7 @@ simulated machine (:mod:`portal.sim`) gives the node its own working directory a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from portal.control.plane import ControlPlane
 from portal.core.domain import Job
+from portal.node.periodic import EVERY_ENV, remember_interval, remembered_interval
 
 __all__ = ["launch_node"]
 
@@ -49,6 +51,7 @@ def launch_node(
     env = dict(os.environ)
     env["PORTAL_HOME"] = str(plane.home)
     env.update(environ or {})
+    _periodic_interval(plane, job, env)
     with (directory / "node.log").open("ab") as log:
         subprocess.Popen(
             command,
@@ -60,3 +63,17 @@ def launch_node(
             cwd=node_dir or job.workdir,
         )
     return attempt.number
+
+
+def _periodic_interval(plane: ControlPlane, job: Job, env: dict[str, str]) -> None:
+    """The job's periodic-checkpoint interval for its node: one given now (``--checkpoint-every``
+    puts it in PORTAL_CHECKPOINT_EVERY) is remembered for the job's later attempts; without one,
+    the remembered one holds."""
+    given = env.get(EVERY_ENV, "").strip()
+    remembered = remembered_interval(plane, job.id)
+    if given and given != remembered:
+        # A bad value: the node says it ignores it (the CLI refuses one before this).
+        with contextlib.suppress(ValueError):
+            remember_interval(plane, job.id, given, "set for this job")
+    elif remembered:
+        env[EVERY_ENV] = remembered

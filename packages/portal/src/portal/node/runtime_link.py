@@ -17,7 +17,15 @@ from pathlib import Path
 
 import msgspec
 
-from portal.core.wire import Cancel, Pause, Probe, RuntimeEvent, decode_runtime_event, encode
+from portal.core.wire import (
+    Cancel,
+    Checkpoint,
+    Pause,
+    Probe,
+    RuntimeEvent,
+    decode_runtime_event,
+    encode,
+)
 
 __all__ = ["RuntimeLink", "control_socket_path"]
 
@@ -58,7 +66,7 @@ class RuntimeLink:
         self._sock = sock
         return True
 
-    def _send(self, message: Pause | Cancel | Probe) -> bool:
+    def _send(self, message: Pause | Cancel | Probe | Checkpoint) -> bool:
         if self._sock is None and not self.try_connect():
             return False
         assert self._sock is not None
@@ -85,6 +93,11 @@ class RuntimeLink:
     def request_probe(self, deadline: float | None = None) -> bool:
         """Ask for the checkpoint check at the next safe point (waiting until ``deadline``)."""
         return self._send(Probe(deadline=deadline))
+
+    def request_checkpoint(self, path: Path, deadline: float | None = None) -> bool:
+        """Ask for a periodic checkpoint written to ``path`` at the next safe point; the program
+        runs on (``checkpointed`` or ``not-checkpointed`` follows)."""
+        return self._send(Checkpoint(path=str(path), deadline=deadline))
 
     def events(self) -> list[RuntimeEvent]:
         """Every complete event line received so far (non-blocking)."""

@@ -153,6 +153,8 @@ class CheckpointStream:
         """Exactly ``n`` bytes as they arrive; a producer that stops short breaks the stream."""
         while n > 0:
             data = source.read(min(n, _READ))
+            if data and self._cancelled.is_set():  # a finished file is read without pause
+                raise StreamBroken("the checkpoint stream was cancelled")
             if data:
                 if self.started_at is None:
                     self.started_at = time.monotonic()

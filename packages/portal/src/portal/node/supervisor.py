@@ -35,8 +35,11 @@ from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.settings import Settings
 from portal.core.wire import (
     Abandoned,
+    Checkpointed,
     Deferred,
     Failed,
+    Hello,
+    NotCheckpointed,
     Paused,
     ProbeReport,
     ProblemRecord,
@@ -44,6 +47,7 @@ from portal.core.wire import (
 )
 from portal.node.journal import Journal
 from portal.node.measure import child_pids
+from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
 from portal.node.stream import CheckpointStream
 from portal.node.watch import NoticeWatcher, open_sources
@@ -126,11 +130,15 @@ class Node:
         # restoring a large state): asked the moment it listens, until this deadline.
         self._pause_waiting: float | None = None
         self._problems_seen: set[str] = set()
+        self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
         self._probe.rehearse = self._probe.full and self._purchase == "on-demand"
         self._warned = self._outstanding_warnings()
+        self._periodic = PeriodicCheckpoints.for_job(
+            plane.settings, self.environ, self._purchase, self.dir
+        )
         # On a simulated spot machine: move the job off it if its state outgrows the notice.
         self._spot = SpotWatch.for_node(plane, job_id, self.environ)
 
@@ -271,6 +279,9 @@ class Node:
                 pid=process.pid,
                 workdir=self.workdir,
             )
+            self._periodic.started(self.clock.monotonic())
+            if self._periodic.every_s is not None:
+                log.info("periodic checkpoints every %g s", self._periodic.every_s)
             code = self._supervise(process, watcher, link)
         finally:
             link.close()
@@ -297,6 +308,7 @@ class Node:
             for event in link.events():
                 self._runtime_event(event)
             self._check_carry(link)
+            self._check_periodic(link)
             self._report_progress(self._stream)
             now = self.clock.monotonic()
             if now - last_beat >= HEARTBEAT_S:
@@ -321,6 +333,7 @@ class Node:
         if self._notice is not None and notice.deadline >= self._notice.deadline:
             return  # already pausing for an earlier deadline
         self._notice = notice
+        self._periodic.discard()  # the notice's checkpoint goes first, with the whole uplink
         self._probe.asked_at = None  # the pause wins; a check is asked again if it is withdrawn
         deadline = pause_deadline(notice, now)
         # Ask at once when the runtime listens: nothing waits on the control plane first.
@@ -455,8 +468,112 @@ class Node:
         spot machine's, of the configured default length."""
         return self.plane.settings.notice_default_s
 
+    # --- periodic checkpoints -------------------------------------------------------------------
+
+    def _check_periodic(self, link: RuntimeLink) -> None:
+        """Ask for a periodic checkpoint when one is due (never during a notice, never two at
+        once), and report the one uploading once it is stored."""
+        periodic = self._periodic
+        if not periodic.enabled:
+            return
+        self._periodic_stored()
+        if self._notice is not None or not link.connected:
+            return
+        if not periodic.due(self.clock.monotonic()):
+            return
+        if periodic.busy:
+            what = "uploaded" if periodic.upload is not None else "taken"
+            log.info("periodic checkpoint skipped: the previous one is still being %s", what)
+            return
+        path = periodic.next_path()
+        if link.request_checkpoint(path, self.clock.now() + (periodic.every_s or 0.0)):
+            periodic.asked = path
+
+    def _periodic_taken(self, event: Checkpointed) -> None:
+        """The runtime wrote it and runs on: upload it (chunks already stored are reused)."""
+        periodic = self._periodic
+        periodic.asked = None
+        if self._notice is not None:  # a notice came meanwhile: its checkpoint goes first
+            Path(event.checkpoint).unlink(missing_ok=True)
+            return
+        if self._probe.waiting:  # a checkpoint that was written whole answers a check
+            self._probe.answered(self.clock.monotonic())
+        periodic.taken = event
+        periodic.upload = CheckpointStream(
+            self.store,
+            self.job.id,
+            Path(event.checkpoint),
+            deadline=None,
+            summary={"attempt": self.attempt, "periodic": True, "where": event.where},
+        ).start()
+        periodic.upload.producer_exited()  # the file is whole already
+
+    def _periodic_stored(self) -> None:
+        periodic = self._periodic
+        upload, taken = periodic.upload, periodic.taken
+        if upload is None or taken is None or not upload.done():
+            return
+        periodic.upload = periodic.taken = None
+        periodic.failed_why = None
+        Path(taken.checkpoint).unlink(missing_ok=True)
+        try:
+            ref = upload.result()
+        except Exception as exc:
+            self.report(
+                "checkpoint-periodic-failed",
+                wording.periodic_failed(
+                    f"uploading it failed: {type(exc).__name__}: {exc}", periodic.every_s or 0.0
+                ),
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return
+        seconds = time.monotonic() - (upload.started_at or time.monotonic())
+        self.report(
+            "checkpoint-periodic",
+            wording.periodic_saved(
+                ref.checkpoint_id, taken.bytes, taken.stall_seconds, taken.where
+            ),
+            checkpoint=ref.checkpoint_id,
+            bytes=taken.bytes,
+            stored_bytes=ref.size_bytes,
+            stall_seconds=taken.stall_seconds,
+            where=taken.where,
+            upload_seconds=seconds,
+            attempt=self.attempt,
+            stdout_bytes=taken.stdout_bytes,
+            stderr_bytes=taken.stderr_bytes,
+        )
+
+    def _periodic_not_taken(self, event: NotCheckpointed) -> None:
+        self._periodic.asked = None
+        log.info("periodic checkpoint not taken: %s %s", event.reason, event.error)
+        if event.reason == "problems":
+            # What stands in the way is what a notice's checkpoint would meet: warn as a check.
+            self._probe_report(ProbeReport(problems=event.problems))
+        if event.reason in ("problems", "error") and self._notice is None:
+            why = event.error or "; ".join(
+                f"{p.name} ({p.type_name}): {p.reason}" for p in event.problems
+            )
+            if why == self._periodic.failed_why:
+                return  # said once; said again only when the reason changes
+            self._periodic.failed_why = why
+            self.report(
+                "checkpoint-periodic-failed",
+                wording.periodic_failed(why, self._periodic.every_s or 0.0),
+                reason=event.reason,
+            )
+
     def _runtime_event(self, event: RuntimeEvent) -> None:
-        if isinstance(event, ProbeReport):
+        if isinstance(event, Hello):
+            for text in event.notes:  # what the restore did otherwise (GPU tensors onto the CPU)
+                if text not in self._notes_seen:
+                    self._notes_seen.add(text)
+                    self.report("restore-note", wording.restore_note(text), note=text)
+        elif isinstance(event, Checkpointed):
+            self._periodic_taken(event)
+        elif isinstance(event, NotCheckpointed):
+            self._periodic_not_taken(event)
+        elif isinstance(event, ProbeReport):
             self._probe_report(event)
         elif isinstance(event, Deferred) and self._notice is None and self._probe.waiting:
             self._probe.reasons = list(event.problems)  # why the check finds no pause point
@@ -470,10 +587,14 @@ class Node:
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-abandoned", wording.abandoned(event.reason), reason=event.reason)
+            if self._spot is not None:
+                self._spot.move_failed(f"the pause was abandoned ({event.reason})")
         elif isinstance(event, Failed):
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-failed", wording.pause_failed(event.error))
+            if self._spot is not None:
+                self._spot.move_failed(f"the pause failed ({event.error})")
         elif isinstance(event, Paused):
             self.report(
                 "paused",
@@ -485,17 +606,22 @@ class Node:
 
     def _finish(self, code: int) -> int:
         now = self.clock.now()
+        self._periodic.discard()  # the attempt is over: its own end decides what is kept
         if self._notice is not None and self._notice.source == "local":
             # The machine this notice was for is gone with this attempt: the next attempt must
             # not take it as its own.
             withdraw_notice(self.paths.notices, self._notice.id)
         if code != EXIT_PAUSED:
             self._stop_stream()  # the process ended without a whole checkpoint: nothing comes
+            if self._spot is not None:
+                self._spot.move_failed(f"the job ended first (exit status {code})")
         if code == EXIT_PAUSED and (self._stream is not None or self.checkpoint_path.exists()):
             try:
                 ref = self._stored_checkpoint()
             except Exception as exc:
                 self.report("upload-failed", wording.upload_failed(exc, self.checkpoint_path))
+                if self._spot is not None:
+                    self._spot.move_failed("its checkpoint could not be stored")
                 self._end(AttemptState.FAILED, JobState.FAILED, code, now)
                 return code
             self.checkpoint_path.unlink(missing_ok=True)

@@ -9,7 +9,10 @@ over what the notice can save, the cheapest on-demand machine that fits is provi
 move starts (event ``spot.move``): the node gives its own job a notice, the job pauses and is
 saved, and the node starts the job's next attempt on the new machine from that checkpoint.
 ``spot.move_when_over: false``, a job pinned to this exact machine, or no on-demand machine that
-fits leave it where it is with a warning (event ``spot.kept``, once per machine).
+fits leave it where it is with a warning (event ``spot.kept``, once per machine); so does a job run
+with ``--spot-only``, which on-demand capacity is not for. A move that
+does not happen after all (the pause is abandoned or fails, or the job ends first) releases the
+machine provisioned for it (event ``spot.released``), so that nothing is left running and billed.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from portal.core.domain import Decision, JobState, Verdict
 from portal.node.launch import launch_node
 from portal.node.measure import resident_bytes
 from portal.policies import Figure, SpotPolicy, StateSample, choose
+from portal.policies.wording import kept_spot_only
 from portal.sim.machines import MACHINE_ENV, Machine
-from portal.sim.placing import SimulatedPlacing
+from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 
 __all__ = ["SpotWatch"]
 
@@ -44,6 +48,7 @@ class SpotWatch:
         self.placing = SimulatedPlacing(plane)
         self.target: Machine | None = None
         self._warned = False
+        self._spot_only_job: bool | None = None
 
     @classmethod
     def for_node(
@@ -61,6 +66,14 @@ class SpotWatch:
         if not machine.offer.capacity.interruptible:
             return None
         return cls(plane, job_id, machine)
+
+    def _spot_only(self) -> bool:
+        """Whether the job was run with ``--spot-only`` (its log's ``spot-only`` event)."""
+        if self._spot_only_job is None:
+            self._spot_only_job = any(
+                event.kind == SPOT_ONLY_EVENT for _, event in self.plane.store.events(self.job_id)
+            )
+        return self._spot_only_job
 
     def checked(
         self, checked_bytes: int, *, partial: bool, pids: list[int] | None = None
@@ -94,6 +107,19 @@ class SpotWatch:
         context = self.placing.context(measure, self.machine.offer, pinned=self.machine.on)
         screen, options = policy.screen(self.plane.job(self.job_id), context)
         decisions = policy.move_when_over(self.placing.offers(), screen, options)
+        bound = screen.bound_of(self.machine.offer)
+        moving = [d for d in decisions if d.verdict is Verdict.PROVISION]
+        if moving and bound is not None and self._spot_only():
+            # on-demand is not this job's to take: warn instead, as for a job pinned by --on
+            decisions = [
+                Decision(
+                    policy=moving[0].policy,
+                    verdict=Verdict.WARN,
+                    reason=kept_spot_only(self.machine.offer, measure, bound),
+                    offer=self.machine.offer,
+                    figures=moving[0].figures,
+                )
+            ]
         for decision in decisions:
             self._carry_out(decision)
         return decisions
@@ -124,6 +150,27 @@ class SpotWatch:
                 clock=self.plane.clock,
                 reason=f"spot: moving the job to {self.target.name}",
             )
+
+    def move_failed(self, why: str) -> None:
+        """The move asked for did not happen (``why``): release the machine provisioned for it.
+
+        The job runs on where it is (or has ended); the next check measures it again and may
+        provision anew. Never raises: the node must finish its own work whatever happens here.
+        """
+        target, self.target = self.target, None
+        if target is None:
+            return
+        try:
+            self.placing.machines.release(target.id)
+            self.plane.record(
+                self.job_id,
+                "spot.released",
+                f"{target.name}, provisioned for the move off {self.machine.name}, is released: "
+                f"{why}",
+                machine=target.id,
+            )
+        except Exception:
+            log.exception("releasing %s after a failed move of job %s", target.id, self.job_id)
 
     def after_suspended(self, checkpoint_id: str) -> int | None:
         """The job was saved for the move: start its next attempt on the provisioned machine."""

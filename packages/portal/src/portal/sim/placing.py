@@ -26,7 +26,11 @@ from portal.policies import (
 from portal.policies.options import CURRENT_OFFER, MOVE_WHEN_OVER, ON, STORAGE_ROUTE
 from portal.sim.machines import SimulatedMachines
 
-__all__ = ["SimulatedPlacing"]
+__all__ = ["SPOT_ONLY_EVENT", "SimulatedPlacing"]
+
+#: The event that records a job's ``--spot-only`` wish (``portal run --spot-only``); every later
+#: resume, move and spot watch reads it again.
+SPOT_ONLY_EVENT = "spot-only"
 
 
 class SimulatedPlacing:

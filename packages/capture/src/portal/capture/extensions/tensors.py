@@ -15,7 +15,7 @@ the memory they live in. So:
   process's own, and a loss kept from the last step is the common case;
 - on resume the bytes become the storage with no copy (the buffer read from the checkpoint
   *is* the tensor's memory). A CUDA storage goes back onto a GPU when this machine has one
-  (``cuda:N`` mapped onto the devices that exist), else onto the CPU, with a note on stderr;
+  (``cuda:N`` mapped onto the devices that exist), else onto the CPU, with a note on stderr and in the job's events;
 - the default CPU and CUDA ``torch.Generator`` objects pickle by reference (a program holding
   ``torch.default_generator`` keeps using the process's one); other generators by value.
 
@@ -30,6 +30,7 @@ import pickle
 import sys
 from typing import Any
 
+from portal.capture.notes import note_on_restore
 from portal.core.specs import SerializerSpec
 
 __all__ = ["reduce_generator", "reduce_storage", "reduce_tensor", "serializer_specs"]
@@ -95,6 +96,11 @@ def _rebuild_storage(data: Any, device: str) -> Any:
 
 
 _CPU_NOTE_SHOWN = False
+#: The note (stderr and the job's events) when GPU tensors arrive on a machine without a GPU.
+CPU_NOTE = (
+    "this machine has no CUDA GPU; the checkpoint's GPU tensors were restored onto the CPU "
+    "(move them with .to('cuda') on a GPU machine)"
+)
 
 
 def resume_device(device: str) -> str:
@@ -109,12 +115,7 @@ def resume_device(device: str) -> str:
         return f"cuda:{index % torch.cuda.device_count()}"
     if not _CPU_NOTE_SHOWN:
         _CPU_NOTE_SHOWN = True
-        print(
-            "portal: this machine has no CUDA GPU; the checkpoint's GPU tensors were restored "
-            "onto the CPU (move them with .to('cuda') on a GPU machine)",
-            file=sys.stderr,
-            flush=True,
-        )
+        note_on_restore(CPU_NOTE)
     return "cpu"
 
 

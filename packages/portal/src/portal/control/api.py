@@ -1,0 +1,343 @@
+"""The control-plane service's wire types (API version 1): one module for client and server.
+
+``portal server`` (the ``portal-server`` distribution) answers with these and
+:class:`~portal.control.remote.HttpControlStore` (in ``portal``, so that the CLI and the node need
+no server install) sends and reads them. Every body is JSON. The rules that keep old clients and
+servers talking (see ``docs/control-plane-api.md``):
+
+- a path carries its major version (``/v1/...``); a change an old client could misread (a field
+  removed, retyped or given new meaning, a route removed) needs ``/v2``, served beside ``/v1``;
+- within ``v1`` fields are only added, each with a default, and readers ignore unknown fields
+  (msgspec's schema-evolution rules), so ``API_REVISION`` tells what a server has added.
+
+Errors travel as :class:`ErrorBody` (``code``, ``message``, ``details``) and come back as the same
+:class:`~portal.core.errors.PortalError` subclass with the same message (:func:`error_from_body`),
+so that a command prints the same words whether its control plane is local or a service.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import msgspec
+
+from portal.core.domain import Attempt, Event, Job
+from portal.core.errors import InvalidArgumentError, InvalidSettingError, PortalError
+
+__all__ = [
+    "API_REVISION",
+    "API_VERSION",
+    "HEALTH_PATH",
+    "PREFIX",
+    "Appended",
+    "AttemptList",
+    "AttemptWire",
+    "ControlPlaneBusyError",
+    "ControlPlaneUnavailableError",
+    "EndAttemptRequest",
+    "ErrorBody",
+    "EventList",
+    "EventWire",
+    "Health",
+    "HeardRequest",
+    "JobList",
+    "JobWire",
+    "LastHeard",
+    "NewEvent",
+    "ReclaimList",
+    "ReclaimRequest",
+    "ReclaimWire",
+    "SequencedEvent",
+    "SetStateRequest",
+    "StartAttemptRequest",
+    "UnauthorizedError",
+    "Version",
+    "error_body",
+    "error_from_body",
+    "plain_data",
+]
+
+#: The major version in every path; see the module's rules for when it changes.
+API_VERSION = 1
+#: What this side of ``v1`` knows: raised whenever a field or a route is added to ``v1``.
+API_REVISION = 1
+PREFIX = f"/v{API_VERSION}"
+HEALTH_PATH = f"{PREFIX}/health"
+
+
+# --- the domain's records ---------------------------------------------------------------------
+
+
+class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    id: str
+    script: str
+    workdir: str
+    created_at: float
+    state: str
+    name: str | None = None
+    args: list[str] = []
+    memory_gib: float | None = None
+
+    @classmethod
+    def of(cls, job: Job) -> JobWire:
+        return cls(
+            id=job.id,
+            name=job.name,
+            script=job.script,
+            args=list(job.args),
+            workdir=job.workdir,
+            created_at=job.created_at,
+            state=str(job.state),
+            memory_gib=job.memory_gib,
+        )
+
+    def to_job(self) -> Job:
+        return Job(
+            id=self.id,
+            name=self.name,
+            script=self.script,
+            args=self.args,
+            workdir=self.workdir,
+            created_at=self.created_at,
+            state=self.state,  # attrs converts it to a JobState
+            memory_gib=self.memory_gib,
+        )
+
+
+class AttemptWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    job_id: str
+    number: int
+    machine: str
+    started_at: float
+    state: str
+    ended_at: float | None = None
+    exit_code: int | None = None
+    resumed_from: str | None = None
+
+    @classmethod
+    def of(cls, attempt: Attempt) -> AttemptWire:
+        return cls(
+            job_id=attempt.job_id,
+            number=attempt.number,
+            machine=attempt.machine,
+            started_at=attempt.started_at,
+            state=str(attempt.state),
+            ended_at=attempt.ended_at,
+            exit_code=attempt.exit_code,
+            resumed_from=attempt.resumed_from,
+        )
+
+    def to_attempt(self) -> Attempt:
+        return Attempt(
+            job_id=self.job_id,
+            number=self.number,
+            machine=self.machine,
+            started_at=self.started_at,
+            state=self.state,  # attrs converts it to an AttemptState
+            ended_at=self.ended_at,
+            exit_code=self.exit_code,
+            resumed_from=self.resumed_from,
+        )
+
+
+class EventWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    job_id: str
+    at: float
+    kind: str
+    message: str
+    data: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, event: Event) -> EventWire:
+        return cls(
+            job_id=event.job_id,
+            at=event.at,
+            kind=event.kind,
+            message=event.message,
+            data=dict(event.data),
+        )
+
+    def to_event(self) -> Event:
+        return Event(
+            job_id=self.job_id, at=self.at, kind=self.kind, message=self.message, data=self.data
+        )
+
+
+class SequencedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    seq: int
+    event: EventWire
+
+
+class ReclaimWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pool: str
+    at: float
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+class SetStateRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A state change; with ``expect``, a compare-and-set (refused unless the job is in one)."""
+
+    state: str
+    expect: list[str] | None = None
+
+
+class StartAttemptRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    machine: str
+    at: float
+    resumed_from: str | None = None
+
+
+class EndAttemptRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    state: str
+    at: float
+    exit_code: int | None = None
+
+
+class HeardRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    at: float
+
+
+class NewEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An event for the job the path names."""
+
+    at: float
+    kind: str
+    message: str
+    data: dict[str, Any] = {}
+
+
+class ReclaimRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    pool: str
+    at: float
+    machine: str
+
+
+# --- answers ----------------------------------------------------------------------------------
+
+
+class JobList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    jobs: list[JobWire]
+
+
+class AttemptList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    attempts: list[AttemptWire]
+
+
+class EventList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    events: list[SequencedEvent]
+
+
+class ReclaimList(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    reclaims: list[ReclaimWire]
+
+
+class Appended(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    seq: int
+
+
+class LastHeard(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    at: float | None = None
+
+
+class Health(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    ok: bool
+    api: int = API_VERSION
+
+
+class Version(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    api: int
+    revision: int
+    server: str
+    store: str
+
+
+class ErrorBody(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Every refusal: the error's stable ``code``, its message and its details.
+
+    ``invalid_argument`` says the caller's input was refused (an ``InvalidArgumentError``), so a
+    client that does not know ``code`` still exits as for a usage error.
+    """
+
+    code: str
+    message: str
+    details: dict[str, Any] = {}
+    invalid_argument: bool = False
+
+
+# --- errors of the service itself -------------------------------------------------------------
+
+
+class ControlPlaneUnavailableError(PortalError):
+    """The control-plane service cannot be reached, or did not answer in time."""
+
+    code: ClassVar[str] = "CONTROL_PLANE_UNAVAILABLE"
+
+
+class ControlPlaneBusyError(PortalError):
+    """The service's store stayed locked by other writers for longer than its busy timeout."""
+
+    code: ClassVar[str] = "CONTROL_PLANE_BUSY"
+
+
+class UnauthorizedError(PortalError):
+    """A request without a valid token (missing, unknown or revoked)."""
+
+    code: ClassVar[str] = "UNAUTHORIZED"
+
+
+def _known_errors() -> dict[str, type[PortalError]]:
+    from portal.control.postgres import ControlDatabaseError  # psycopg itself stays unimported
+    from portal.control.store import JobNotFoundError, JobStateConflictError
+
+    classes: list[type[PortalError]] = [
+        PortalError,
+        InvalidArgumentError,
+        InvalidSettingError,
+        JobNotFoundError,
+        JobStateConflictError,
+        ControlDatabaseError,
+        ControlPlaneUnavailableError,
+        ControlPlaneBusyError,
+        UnauthorizedError,
+    ]
+    return {cls.code: cls for cls in classes}
+
+
+_OTHER_CODES: dict[tuple[str, bool], type[PortalError]] = {}
+
+
+def error_body(exc: PortalError) -> ErrorBody:
+    return ErrorBody(
+        code=exc.code,
+        message=exc.message,
+        details=plain_data(exc.details),
+        invalid_argument=isinstance(exc, InvalidArgumentError),
+    )
+
+
+def error_from_body(body: ErrorBody) -> PortalError:
+    """The error the server raised, as the same class (or, for a code this client does not know,
+    a class with that code under the right base), with the same message and details."""
+    cls = _known_errors().get(body.code)
+    if cls is None:
+        key = (body.code, body.invalid_argument)
+        cls = _OTHER_CODES.get(key)
+        if cls is None:
+            base = InvalidArgumentError if body.invalid_argument else PortalError
+            name = "Remote" + "".join(p.title() for p in body.code.split("_")) + "Error"
+            cls = _OTHER_CODES[key] = type(name, (base,), {"code": body.code})
+    return cls(body.message, details=body.details)
+
+
+def plain_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` as the stores keep it: JSON values, anything else as its ``str``, keys sorted.
+
+    The embedded stores write event data with ``json.dumps(default=str)``; the client converts
+    the same way before sending, so an event reads back alike through either.
+    """
+    loaded: dict[str, Any] = json.loads(json.dumps(dict(data), default=str, sort_keys=True))
+    return loaded

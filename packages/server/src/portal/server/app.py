@@ -1,0 +1,384 @@
+"""The HTTP API (v1) over one control-plane store: a Starlette app.
+
+Every route mirrors one :class:`~portal.control.store.ControlStore` method and speaks the wire
+types of :mod:`portal.control.api`; ``docs/control-plane-api.md`` lists them. Every route but
+``/v1/health`` needs a valid token (``Authorization: Bearer ...``): there are no anonymous
+reads or writes. Each write is logged with the user whose token made it.
+
+The store's calls block (SQLite, psycopg), so each runs in Starlette's thread pool; both stores
+keep one connection per thread, and their own locking keeps concurrent requests safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, TypeVar
+
+import msgspec
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from portal.control import api
+from portal.control.store import ControlStore
+from portal.core.domain import AttemptState, JobState
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.server.tokens import TokenFile
+
+__all__ = ["build_app"]
+
+log = logging.getLogger("portal.server")
+
+T = TypeVar("T")
+_Handler = Callable[[Request], Awaitable[msgspec.Struct | None]]
+
+_ENCODER = msgspec.json.Encoder()
+_DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
+_WAY_IN = (
+    "set PORTAL_TOKEN to a token from `portal server token create USER` (run where the server runs)"
+)
+
+#: HTTP status of each refusal, by its stable code; other input errors are 400, the rest 500.
+_STATUS = {
+    "JOB_NOT_FOUND": 404,
+    "NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "JOB_STATE_CONFLICT": 409,
+    "UNAUTHORIZED": 401,
+    "CONTROL_DB_UNAVAILABLE": 503,
+    "CONTROL_PLANE_BUSY": 503,
+}
+
+
+class _RouteNotFoundError(InvalidArgumentError):
+    code = "NOT_FOUND"
+
+
+class _MethodNotAllowedError(InvalidArgumentError):
+    code = "METHOD_NOT_ALLOWED"
+
+
+class _InternalError(PortalError):
+    code = "CONTROL_PLANE_INTERNAL"
+
+
+def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
+    found = _DECODERS.get(kind)
+    if found is None:
+        found = _DECODERS[kind] = msgspec.json.Decoder(kind)
+    return found
+
+
+def _json(body: msgspec.Struct | None, status: int = 200) -> Response:
+    if body is None:
+        return Response(status_code=204)
+    return Response(_ENCODER.encode(body), status_code=status, media_type="application/json")
+
+
+def _error(exc: PortalError, headers: dict[str, str] | None = None) -> Response:
+    status = _STATUS.get(exc.code, 400 if isinstance(exc, InvalidArgumentError) else 500)
+    return Response(
+        _ENCODER.encode(api.error_body(exc)),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def _busy_or_internal(exc: Exception) -> PortalError:
+    """A store's own exception (not a refusal of Portal's) as the error a client can act on."""
+    name = type(exc).__name__
+    if (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)) or (
+        name in ("LockNotAvailable", "QueryCanceled")
+    ):
+        return api.ControlPlaneBusyError(
+            f"the control plane's store is busy (another writer held it for longer than the "
+            f"server's busy timeout: {exc}): try again",
+            details={"error": name},
+        )
+    return _InternalError(
+        f"the control-plane server failed ({name}: {exc}); its log has the traceback",
+        details={"error": name},
+    )
+
+
+def _job_state(text: str) -> JobState:
+    try:
+        return JobState(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"unknown job state {text!r}: expected one of {', '.join(s.value for s in JobState)}",
+            details={"state": text},
+        ) from None
+
+
+def _attempt_state(text: str) -> AttemptState:
+    try:
+        return AttemptState(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"unknown attempt state {text!r}: expected one of "
+            f"{', '.join(s.value for s in AttemptState)}",
+            details={"state": text},
+        ) from None
+
+
+def _server_version() -> str:
+    try:
+        return version("portal-server")
+    except PackageNotFoundError:  # run from a source tree
+        return "unknown"
+
+
+class _Api:
+    """The handlers: each reads its request, calls the store in a worker thread, answers."""
+
+    def __init__(self, store: ControlStore, tokens: TokenFile, store_kind: str) -> None:
+        self.store = store
+        self.tokens = tokens
+        self.store_kind = store_kind
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await run_in_threadpool(fn, *args, **kwargs)
+
+    @staticmethod
+    async def _body(request: Request, kind: type[T]) -> T:
+        data = await request.body()
+        try:
+            return _decoder(kind).decode(data)
+        except msgspec.DecodeError as why:  # ValidationError is one too
+            raise InvalidArgumentError(
+                f"the body of {request.method} {request.url.path} is not a valid "
+                f"{kind.__name__} ({why}): see docs/control-plane-api.md",
+                details={"path": request.url.path},
+            ) from None
+
+    @staticmethod
+    def _query_number(request: Request, name: str, kind: type[T], default: T) -> T:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        try:
+            return kind(raw)  # type: ignore[call-arg]  # int or float
+        except ValueError:
+            raise InvalidArgumentError(
+                f"query parameter {name}={raw!r} of {request.url.path} is not a number",
+                details={"parameter": name, "value": raw},
+            ) from None
+
+    # --- service ------------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> msgspec.Struct:
+        return api.Health(ok=True)
+
+    async def version(self, request: Request) -> msgspec.Struct:
+        return api.Version(
+            api=api.API_VERSION,
+            revision=api.API_REVISION,
+            server=_server_version(),
+            store=self.store_kind,
+        )
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    async def create_job(self, request: Request) -> msgspec.Struct:
+        wire = await self._body(request, api.JobWire)
+        try:
+            job = wire.to_job()
+        except (ValueError, TypeError) as why:
+            raise InvalidArgumentError(f"the job is not valid: {why}") from None
+        return api.JobWire.of(await self._call(self.store.create_job, job))
+
+    async def list_jobs(self, request: Request) -> msgspec.Struct:
+        jobs = await self._call(self.store.list_jobs)
+        return api.JobList(jobs=[api.JobWire.of(j) for j in jobs])
+
+    async def get_job(self, request: Request) -> msgspec.Struct:
+        return api.JobWire.of(await self._call(self.store.get_job, request.path_params["ref"]))
+
+    async def set_state(self, request: Request) -> msgspec.Struct:
+        body = await self._body(request, api.SetStateRequest)
+        expect = None if body.expect is None else [_job_state(s) for s in body.expect]
+        job = await self._call(
+            self.store.set_job_state,
+            request.path_params["job"],
+            _job_state(body.state),
+            expect=expect,
+        )
+        return api.JobWire.of(job)
+
+    async def heard(self, request: Request) -> None:
+        body = await self._body(request, api.HeardRequest)
+        await self._call(self.store.heard, request.path_params["job"], body.at)
+
+    async def last_heard(self, request: Request) -> msgspec.Struct:
+        return api.LastHeard(at=await self._call(self.store.last_heard, request.path_params["job"]))
+
+    # --- attempts -----------------------------------------------------------------------------
+
+    async def start_attempt(self, request: Request) -> msgspec.Struct:
+        body = await self._body(request, api.StartAttemptRequest)
+        attempt = await self._call(
+            self.store.start_attempt,
+            request.path_params["job"],
+            machine=body.machine,
+            at=body.at,
+            resumed_from=body.resumed_from,
+        )
+        return api.AttemptWire.of(attempt)
+
+    async def end_attempt(self, request: Request) -> msgspec.Struct:
+        body = await self._body(request, api.EndAttemptRequest)
+        attempt = await self._call(
+            self.store.end_attempt,
+            request.path_params["job"],
+            request.path_params["number"],
+            state=_attempt_state(body.state),
+            at=body.at,
+            exit_code=body.exit_code,
+        )
+        return api.AttemptWire.of(attempt)
+
+    async def attempts(self, request: Request) -> msgspec.Struct:
+        found = await self._call(self.store.attempts, request.path_params["job"])
+        return api.AttemptList(attempts=[api.AttemptWire.of(a) for a in found])
+
+    # --- events -------------------------------------------------------------------------------
+
+    async def append_event(self, request: Request) -> msgspec.Struct:
+        from portal.core.domain import Event
+
+        body = await self._body(request, api.NewEvent)
+        event = Event(
+            job_id=request.path_params["job"],
+            at=body.at,
+            kind=body.kind,
+            message=body.message,
+            data=body.data,
+        )
+        return api.Appended(seq=await self._call(self.store.append_event, event))
+
+    async def events(self, request: Request) -> msgspec.Struct:
+        after = self._query_number(request, "after", int, 0)
+        found = await self._call(self.store.events, request.path_params["job"], after=after)
+        return api.EventList(
+            events=[api.SequencedEvent(seq=s, event=api.EventWire.of(e)) for s, e in found]
+        )
+
+    # --- reclaims -----------------------------------------------------------------------------
+
+    async def record_reclaim(self, request: Request) -> None:
+        body = await self._body(request, api.ReclaimRequest)
+        await self._call(self.store.record_reclaim, body.pool, body.at, body.machine)
+
+    async def reclaims(self, request: Request) -> msgspec.Struct:
+        since = self._query_number(request, "since", float, 0.0)
+        found = await self._call(self.store.reclaims, since)
+        return api.ReclaimList(reclaims=[api.ReclaimWire(pool=p, at=at) for p, at in found])
+
+    # --- every route's wrapper: the token, the answer, the refusal ----------------------------
+
+    def user(self, request: Request) -> str:
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise api.UnauthorizedError(
+                f"the control plane refused {request.method} {request.url.path}: the request "
+                f"has no token; {_WAY_IN}"
+            )
+        user = self.tokens.user_of(token.strip())
+        if user is None:
+            raise api.UnauthorizedError(
+                f"the control plane refused {request.method} {request.url.path}: its token is "
+                f"unknown or revoked; {_WAY_IN}"
+            )
+        return user
+
+    def route(
+        self, path: str, method: str, handler: _Handler, *, status: int = 200, open_: bool = False
+    ) -> Route:
+        async def endpoint(request: Request) -> Response:
+            user = "-"
+            try:
+                if not open_:
+                    user = self.user(request)
+                answer = _json(await handler(request), status)
+            except api.UnauthorizedError as exc:
+                log.warning("refused %s %s: %s", request.method, request.url.path, exc.message)
+                return _error(exc, {"WWW-Authenticate": "Bearer"})
+            except PortalError as exc:
+                answer = _error(exc)
+            except Exception as exc:
+                failure = _database_failure(exc) or _busy_or_internal(exc)
+                if isinstance(failure, _InternalError):
+                    log.exception("%s %s failed", request.method, request.url.path)
+                answer = _error(failure)
+            if method != "GET":
+                log.info("%s %s %s -> %d", user, method, request.url.path, answer.status_code)
+            return answer
+
+        return Route(path, endpoint, methods=[method], name=f"{method} {path}")
+
+
+def _database_failure(exc: Exception) -> PortalError | None:
+    """psycopg lost its server mid-request: the database is unavailable, not the service."""
+    if type(exc).__module__.startswith("psycopg") and type(exc).__name__ == "OperationalError":
+        from portal.control.postgres import ControlDatabaseError
+
+        detail = " ".join(str(exc).split())
+        return ControlDatabaseError(
+            f"the control plane's database is unavailable ({detail}): try again once it is back",
+            details={"error": type(exc).__name__},
+        )
+    return None
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        return _error(
+            _MethodNotAllowedError(
+                f"{request.method} is not an operation of {request.url.path}: see "
+                "docs/control-plane-api.md for each path's methods",
+                details={"path": request.url.path, "method": request.method},
+            )
+        )
+    return _error(
+        _RouteNotFoundError(
+            f"no API path {request.url.path}: this server speaks {api.PREFIX} (see "
+            "docs/control-plane-api.md); a newer client may need a newer `portal server`",
+            details={"path": request.url.path},
+        )
+    )
+
+
+def build_app(store: ControlStore, tokens: TokenFile, *, store_kind: str = "sqlite") -> Starlette:
+    """The API over ``store``, open to the holders of ``tokens``."""
+    a = _Api(store, tokens, store_kind)
+    v = api.PREFIX
+    job = f"{v}/jobs/{{job:path}}"
+    routes = [
+        a.route(api.HEALTH_PATH, "GET", a.health, open_=True),
+        a.route(f"{v}/version", "GET", a.version),
+        a.route(f"{v}/jobs", "GET", a.list_jobs),
+        a.route(f"{v}/jobs", "POST", a.create_job, status=201),
+        # Routes under a job before the job itself: a job reference may contain anything.
+        a.route(f"{job}/state", "POST", a.set_state),
+        a.route(f"{job}/heard", "GET", a.last_heard),
+        a.route(f"{job}/heard", "POST", a.heard),
+        a.route(f"{job}/attempts/{{number:int}}/end", "POST", a.end_attempt),
+        a.route(f"{job}/attempts", "GET", a.attempts),
+        a.route(f"{job}/attempts", "POST", a.start_attempt, status=201),
+        a.route(f"{job}/events", "GET", a.events),
+        a.route(f"{job}/events", "POST", a.append_event, status=201),
+        a.route(f"{v}/jobs/{{ref:path}}", "GET", a.get_job),
+        a.route(f"{v}/reclaims", "GET", a.reclaims),
+        a.route(f"{v}/reclaims", "POST", a.record_reclaim),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found})

@@ -1,0 +1,218 @@
+"""``portal server``: serve the control plane over HTTP, and manage its users' tokens.
+
+::
+
+    portal server [--db sqlite|PATH|postgresql://...] [--host 127.0.0.1] [--port 8471]
+                  [--tokens FILE]
+    portal server token create USER [--tokens FILE]   # prints the new token, once
+    portal server token list [--tokens FILE]
+    portal server token revoke USER [--tokens FILE]
+
+``portal`` hands everything after ``server`` to :func:`main` (this distribution is optional).
+Exit status as ``portal``'s: 64 for a usage error Portal explains, 69 when Portal itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import socket
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from portal.control.select import open_database_store
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.settings import Settings
+from portal.server.tokens import TokenFile
+
+__all__ = ["DEFAULT_PORT", "TOKENS_NAME", "main"]
+
+DEFAULT_PORT = 8471
+DEFAULT_HOST = "127.0.0.1"
+TOKENS_NAME = "server-tokens.json"
+EXIT_USAGE = 64
+EXIT_PORTAL = 69
+
+
+def note(text: str) -> None:
+    print(f"portal: {text}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="portal server",
+        description="Serve the control plane over HTTP (API v1, per-user tokens), so that the "
+        "CLI and nodes of many machines share it through PORTAL_CONTROL_PLANE.",
+    )
+    parser.add_argument(
+        "--db",
+        metavar="DB",
+        help="the store: sqlite (PORTAL_HOME/portal.db), a SQLite file's path, or a "
+        "postgresql:// URL (default: PORTAL_CONTROL_DB, else sqlite)",
+    )
+    parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
+    parser.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, metavar="P", help=f"default {DEFAULT_PORT}"
+    )
+    parser.add_argument(
+        "--tokens", metavar="FILE", help=f"the tokens file (default PORTAL_HOME/{TOKENS_NAME})"
+    )
+    sub = parser.add_subparsers(dest="action", metavar="token")
+    token = sub.add_parser("token", help="create, list or revoke users' tokens")
+    verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for verb, text in (
+        ("create", "a new token for USER, printed once (replaces USER's previous one)"),
+        ("list", "the users who have a token"),
+        ("revoke", "remove USER's token: the server refuses it from then on"),
+    ):
+        one = verbs.add_parser(verb, help=text)
+        if verb != "list":
+            one.add_argument("user", metavar="USER")
+        # Its own dest: `portal server --tokens F token list` must keep F.
+        one.add_argument("--tokens", dest="token_file", metavar="FILE", help="the tokens file")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = _parser().parse_args(argv)
+    try:
+        settings = Settings.load()
+        path = getattr(options, "token_file", None) or options.tokens
+        tokens = TokenFile(Path(path) if path else settings.home / TOKENS_NAME)
+        if options.action == "token":
+            return _token(options, tokens)
+        return serve(
+            options.db or settings.control_db,
+            settings,
+            tokens,
+            host=options.host,
+            port=options.port,
+            announce=note,
+        )
+    except InvalidArgumentError as exc:
+        note(f"{exc} [{exc.code}]")
+        return EXIT_USAGE
+    except PortalError as exc:
+        note(f"{exc} [{exc.code}]")
+        return EXIT_PORTAL
+    except KeyboardInterrupt:
+        return 130
+
+
+def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
+    if options.verb == "create":
+        token, replaced = tokens.create(options.user)
+        print(token, flush=True)
+        note(
+            f"token for {options.user} created in {tokens.path}"
+            + (" (their previous token no longer works)" if replaced else "")
+            + "; it is shown only now: give it to them as PORTAL_TOKEN"
+        )
+    elif options.verb == "list":
+        entries = tokens.entries()
+        rows = [("USER", "CREATED")]
+        rows += [
+            (e.user, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.created_at)))
+            for e in entries
+        ]
+        width = max(len(r[0]) for r in rows)
+        for user, created in rows:
+            print(f"{user.ljust(width)}  {created}")
+    else:
+        tokens.revoke(options.user)
+        note(f"token of {options.user} revoked: the server refuses it from its next request")
+    return 0
+
+
+def serve(
+    db: str,
+    settings: Settings,
+    tokens: TokenFile,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    announce: Callable[[str], Any] = print,
+) -> int:
+    """Serve the API over the store ``db`` names on ``host:port`` (0: any free port) until
+    interrupted (Ctrl-C or SIGTERM)."""
+    import uvicorn
+
+    from portal.control.postgres import redact_url
+    from portal.server.app import build_app
+
+    if not tokens.entries():
+        raise InvalidArgumentError(
+            f"no tokens in {tokens.path}: every request needs one; create the first with "
+            f"`portal server token create USER --tokens {tokens.path}`",
+            details={"file": str(tokens.path)},
+        )
+    listener = _listen(host, port)
+    settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    store = open_database_store(db, settings)
+    postgres = db.startswith(("postgresql://", "postgres://"))
+    where = (
+        redact_url(db) if postgres else str(settings.home / "portal.db" if db == "sqlite" else db)
+    )
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s portal-server %(levelname)s: %(message)s",
+    )
+    config = uvicorn.Config(
+        build_app(store, tokens, store_kind="postgresql" if postgres else "sqlite"),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=60,
+    )
+    bound_host, bound_port = listener.getsockname()[:2]
+    url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+    if not _loopback(bound_host):
+        announce(
+            "tokens travel in clear text over http://: put a TLS proxy in front of this server "
+            "before other machines use it"
+        )
+    announce(
+        f"control plane on http://{url_host}:{bound_port} (API v1; store {where}; tokens "
+        f"{tokens.path}; Ctrl-C stops it)"
+    )
+    try:
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        store.close()
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    if not 0 <= port <= 65535:
+        raise InvalidArgumentError(
+            f"--port {port} is not a TCP port: give one from 1 to 65535 (0 picks a free one)"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP named, not 0: asyncio sets TCP_NODELAY only on sockets that say TCP, and
+    # without it every answer waits ~40 ms (Nagle's algorithm against the client's delayed ACK).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidArgumentError(
+            f"cannot listen on {host}:{port} ({exc.strerror}): another program (or another "
+            f"server) has it, or the address is not this machine's; give another with "
+            f"`portal server --host H --port P`"
+        ) from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock

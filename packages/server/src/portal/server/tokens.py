@@ -1,0 +1,153 @@
+"""Per-user tokens: ``portal server token create USER`` prints one once; the file keeps its hash.
+
+The tokens file (default ``PORTAL_HOME/server-tokens.json``, mode 0600) holds, per user, the
+SHA-256 of the token and when it was made: a copy of the file lets no one in. A token is 32
+random bytes (``secrets``), so a plain hash is enough (nothing to guess, nothing to salt against).
+The running server re-reads the file when it changes, so a revoke takes effect at once.
+One token per user: creating another replaces the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+
+from portal.core.errors import InvalidArgumentError
+
+__all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile", "token_hash"]
+
+TOKEN_PREFIX = "ptk_"
+_USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
+_FORMAT = 1
+
+
+class TokenEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    user: str
+    sha256: str
+    created_at: float
+
+
+class _Stored(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    format: int = _FORMAT
+    tokens: list[TokenEntry] = []
+
+
+_DECODER = msgspec.json.Decoder(_Stored)
+_ENCODER = msgspec.json.Encoder()
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+class TokenFile:
+    """The tokens of one server: create, list and revoke (the CLI), and look up (the server)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime) last read
+        self._by_hash: dict[str, str] = {}
+
+    # --- the server's side --------------------------------------------------------------------
+
+    def user_of(self, token: str) -> str | None:
+        """Whose ``token`` this is, or None (unknown, revoked, or no tokens file)."""
+        with self._lock:
+            self._refresh()
+            return self._by_hash.get(token_hash(token))
+
+    def _refresh(self) -> None:
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            self._seen, self._by_hash = None, {}
+            return
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if seen != self._seen:
+            self._by_hash = {e.sha256: e.user for e in self.entries()}
+            self._seen = seen
+
+    # --- the administrator's side -------------------------------------------------------------
+
+    def entries(self) -> list[TokenEntry]:
+        """Every user's token entry (hashes only), oldest first."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        try:
+            stored = _DECODER.decode(data)
+        except msgspec.DecodeError as why:
+            raise InvalidArgumentError(
+                f"the tokens file {self.path} is not one Portal wrote ({why}): fix it, or move it "
+                "away and create the tokens again with `portal server token create USER`",
+                details={"file": str(self.path)},
+            ) from None
+        if stored.format != _FORMAT:
+            raise InvalidArgumentError(
+                f"the tokens file {self.path} has format {stored.format}, not {_FORMAT}: it was "
+                "written by another Portal version; use that version, or create the tokens again",
+                details={"file": str(self.path), "format": stored.format},
+            )
+        return list(stored.tokens)
+
+    def create(self, user: str, *, now: float | None = None) -> tuple[str, bool]:
+        """A new token for ``user`` (returned once, never stored) and whether it replaced one."""
+        _check_user(user)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        entry = TokenEntry(
+            user=user, sha256=token_hash(token), created_at=time.time() if now is None else now
+        )
+        with self._editing() as entries:
+            replaced = any(e.user == user for e in entries)
+            entries[:] = [e for e in entries if e.user != user] + [entry]
+        return token, replaced
+
+    def revoke(self, user: str) -> None:
+        """Remove ``user``'s token: the server refuses it from its next request on."""
+        with self._editing() as entries:
+            if not any(e.user == user for e in entries):
+                raise InvalidArgumentError(
+                    f"no token for user {user!r} in {self.path}: `portal server token list` "
+                    "shows who has one",
+                    details={"user": user, "file": str(self.path)},
+                )
+            entries[:] = [e for e in entries if e.user != user]
+
+    @contextlib.contextmanager
+    def _editing(self) -> Iterator[list[TokenEntry]]:
+        """The entries, under a lock against another ``token`` command, written back atomically
+        (a new file renamed over the old: the server never reads half a file)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock_path = self.path.with_name(self.path.name + ".lock")
+        with open(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600), "rb+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            entries = self.entries()
+            yield entries
+            fresh = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with open(fd, "wb") as out:
+                out.write(_ENCODER.encode(_Stored(tokens=entries)) + b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(fresh, self.path)
+
+
+def _check_user(user: str) -> None:
+    if not _USER.match(user):
+        raise InvalidArgumentError(
+            f"user name {user!r} is not valid: use 1-63 letters, digits, '.', '_', '@' or '-', "
+            "starting with a letter or digit",
+            details={"user": user},
+        )

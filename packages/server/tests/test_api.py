@@ -1,0 +1,312 @@
+"""The HTTP API of a real `portal server` process: tokens on every route but health, versioned
+paths, structured errors, and refusals that come back to the client as the very same errors."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Raw
+
+from portal.control import api
+from portal.control.remote import HttpControlStore
+from portal.control.store import ControlStore, SqliteControlStore
+from portal.core.domain import AttemptState, Event, Job, JobState
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.server.testing import ServerProcess
+
+JOB = {"id": "j-a", "script": "train.py", "workdir": "/w", "created_at": 1.0, "state": "running"}
+
+#: Every route but health, with a body its method accepts.
+ROUTES: list[tuple[str, str, Any]] = [
+    ("GET", "/v1/version", None),
+    ("GET", "/v1/jobs", None),
+    ("POST", "/v1/jobs", JOB),
+    ("GET", "/v1/jobs/j-a", None),
+    ("POST", "/v1/jobs/j-a/state", {"state": "pausing", "expect": ["running"]}),
+    ("GET", "/v1/jobs/j-a/heard", None),
+    ("POST", "/v1/jobs/j-a/heard", {"at": 2.0}),
+    ("GET", "/v1/jobs/j-a/attempts", None),
+    ("POST", "/v1/jobs/j-a/attempts", {"machine": "m", "at": 2.0}),
+    ("POST", "/v1/jobs/j-a/attempts/1/end", {"state": "exited", "at": 3.0, "exit_code": 0}),
+    ("GET", "/v1/jobs/j-a/events?after=0", None),
+    ("POST", "/v1/jobs/j-a/events", {"at": 1.0, "kind": "k", "message": "m"}),
+    ("GET", "/v1/reclaims?since=0", None),
+    ("POST", "/v1/reclaims", {"pool": "p", "at": 1.0, "machine": "m"}),
+]
+
+
+@pytest.fixture
+def client(server: ServerProcess) -> Iterator[HttpControlStore]:
+    store = HttpControlStore(server.url, token=server.token)
+    yield store
+    store.close()
+
+
+# --- tokens -----------------------------------------------------------------------------------
+
+
+def test_health_needs_no_token(raw: Raw) -> None:
+    assert raw("GET", "/v1/health")[::2] == (200, {"ok": True})
+
+
+def test_every_other_route_refuses_a_request_without_a_valid_token(
+    raw: Raw, server: ServerProcess
+) -> None:
+    for method, path, body in ROUTES:
+        for token in (None, "ptk_not-a-token", ""):
+            status, headers, answer = raw(method, path, body, token=token)
+            assert status == 401, (method, path, token, answer)
+            assert headers["www-authenticate"] == "Bearer"
+            assert answer["code"] == "UNAUTHORIZED"
+            assert f"refused {method} {path.split('?')[0]}" in answer["message"]
+            assert "set PORTAL_TOKEN" in answer["message"]
+            assert "`portal server token create USER`" in answer["message"]
+        basic = {"Authorization": f"Basic {server.token}"}
+        assert raw(method, path, body, headers=basic)[0] == 401, (method, path)
+    assert raw("GET", "/v1/jobs", token=server.token)[2] == {"jobs": []}  # nothing was written
+
+
+def test_reads_and_writes_with_a_token_and_a_revoked_token_is_refused_at_once(
+    raw: Raw, server: ServerProcess
+) -> None:
+    bob, _ = server.tokens.create("bob")
+    assert raw("POST", "/v1/jobs", JOB, token=bob)[0] == 201
+    status, _, job = raw("GET", "/v1/jobs/j-a", token=server.token)
+    assert (status, job["id"], job["state"]) == (200, "j-a", "running")
+    revoked = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "server", "token", "revoke", "bob"],
+        env={**os.environ, "PORTAL_HOME": str(server.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert revoked.returncode == 0, revoked.stderr
+    status, _, answer = raw("GET", "/v1/jobs", token=bob)
+    assert status == 401 and "unknown or revoked" in answer["message"]
+    assert raw("GET", "/v1/jobs", token=server.token)[0] == 200  # another user's still works
+
+
+def test_each_write_is_logged_with_its_user(raw: Raw, server: ServerProcess) -> None:
+    alice, _ = server.tokens.create("alice")
+    raw("POST", "/v1/jobs", JOB, token=alice)
+    raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=server.token)
+    raw("GET", "/v1/jobs", token=alice)
+    log = server.log.read_text()
+    assert "alice POST /v1/jobs -> 201" in log
+    assert "tester POST /v1/jobs/j-a/state -> 200" in log
+    assert "GET /v1/jobs" not in log  # reads are not logged
+
+
+# --- versions and paths -----------------------------------------------------------------------
+
+
+def test_the_version_says_api_1_and_the_store(client: HttpControlStore) -> None:
+    found = client.version()
+    assert (found.api, found.revision, found.store) == (1, api.API_REVISION, "sqlite")
+
+
+def test_paths_outside_v1_are_refused_with_the_version_served(
+    raw: Raw, server: ServerProcess
+) -> None:
+    for path in ("/v2/jobs", "/jobs", "/v1/nothing", "/"):
+        status, _, answer = raw("GET", path, token=server.token)
+        assert status == 404, path
+        assert answer["code"] == "NOT_FOUND"
+        assert f"no API path {path}: this server speaks /v1" in answer["message"]
+
+
+def test_a_method_a_path_does_not_take_is_refused(raw: Raw, server: ServerProcess) -> None:
+    status, _, answer = raw("DELETE", "/v1/reclaims", token=server.token)
+    assert (status, answer["code"]) == (405, "METHOD_NOT_ALLOWED")
+
+
+BAD_INPUT: list[tuple[str, str, Any, str]] = [
+    ("POST", "/v1/jobs", b"{not json", "not a valid JobWire"),
+    ("POST", "/v1/jobs", {"id": "j-a"}, "not a valid JobWire"),
+    ("POST", "/v1/jobs", {**JOB, "name": "no spaces"}, "job name 'no spaces' is not valid"),
+    ("POST", "/v1/jobs/j-a/state", {"state": "asleep"}, "unknown job state 'asleep'"),
+    (
+        "POST",
+        "/v1/jobs/j-a/attempts/1/end",
+        {"state": "gone", "at": 1.0},
+        "unknown attempt state 'gone'",
+    ),
+    ("GET", "/v1/jobs/j-a/events?after=x", None, "after='x'"),
+    ("GET", "/v1/reclaims?since=soon", None, "since='soon'"),
+]
+
+
+def test_bad_input_is_refused_with_what_is_wrong(raw: Raw, server: ServerProcess) -> None:
+    raw("POST", "/v1/jobs", JOB, token=server.token)
+    raw("POST", "/v1/jobs/j-a/attempts", {"machine": "m", "at": 2.0}, token=server.token)
+    for method, path, body, needle in BAD_INPUT:
+        status, _, answer = raw(method, path, body, token=server.token)
+        assert status == 400, (path, answer)
+        assert answer["code"] == "INVALID_ARGUMENT" and answer["invalid_argument"] is True
+        assert needle in answer["message"], answer
+
+
+def test_job_references_travel_whatever_they_contain(client: HttpControlStore) -> None:
+    client.create_job(Job(id="j-a", name="a.b-c_d", script="s.py", workdir="/w", created_at=1))
+    assert client.get_job("a.b-c_d").id == "j-a"
+    for odd in ("x/y", "x/state", "../v1/jobs", "a b?c#d", "é"):
+        with pytest.raises(PortalError, match="no job") as err:
+            client.get_job(odd)
+        assert err.value.details == {"job": odd}
+    client.append_event(Event(job_id="x/y", at=1.0, kind="k", message="m"))
+    assert [e.job_id for _, e in client.events("x/y")] == ["x/y"]
+
+
+# --- errors come back as the embedded store raises them -----------------------------------------
+
+
+def _refusals(store: ControlStore) -> list[PortalError]:
+    store.create_job(Job(id="j-a", name="train", script="s.py", workdir="/w", created_at=1.0))
+    calls = [
+        lambda: store.get_job("nope"),
+        lambda: store.create_job(
+            Job(id="j-b", name="train", script="s.py", workdir="/w", created_at=1.0)
+        ),
+        lambda: store.set_job_state("j-a", JobState.DONE, expect=[JobState.SUSPENDED]),
+        lambda: store.set_job_state("j-zz", JobState.DONE),
+        lambda: store.start_attempt("j-zz", machine="m", at=1.0),
+        lambda: store.end_attempt("j-a", 4, state=AttemptState.EXITED, at=1.0, exit_code=0),
+    ]
+    seen = []
+    for call in calls:
+        with pytest.raises(PortalError) as err:
+            call()
+        seen.append(err.value)
+    return seen
+
+
+def test_refusals_come_back_as_the_same_errors_with_the_same_words(
+    client: HttpControlStore, tmp_path: Path
+) -> None:
+    local = SqliteControlStore(tmp_path / "local.db")
+    try:
+        expected = _refusals(local)
+    finally:
+        local.close()
+    got = _refusals(client)
+    assert [type(e) for e in got] == [type(e) for e in expected]
+    assert [(e.code, str(e), e.details) for e in got] == [
+        (e.code, str(e), e.details) for e in expected
+    ]
+    assert isinstance(got[1], InvalidArgumentError)  # the CLI exits 64 for it, as locally
+
+
+def test_a_code_this_client_does_not_know_keeps_its_code_and_kind() -> None:
+    usage = api.error_from_body(
+        api.ErrorBody(code="QUOTA_EXCEEDED", message="too many jobs", invalid_argument=True)
+    )
+    assert (usage.code, str(usage), isinstance(usage, InvalidArgumentError)) == (
+        "QUOTA_EXCEEDED",
+        "too many jobs",
+        True,
+    )
+    other = api.error_from_body(api.ErrorBody(code="DISK_FULL", message="full", details={"a": 1}))
+    assert (other.code, other.details, isinstance(other, InvalidArgumentError)) == (
+        "DISK_FULL",
+        {"a": 1},
+        False,
+    )
+
+
+# --- the client's own failures ------------------------------------------------------------------
+
+
+def test_an_unreachable_server_is_named_with_the_way_out() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again: nothing listens there
+    store = HttpControlStore(f"http://127.0.0.1:{port}", token="t", timeout=5)
+    with pytest.raises(api.ControlPlaneUnavailableError) as err:
+        store.list_jobs()
+    message = str(err.value)
+    assert f"cannot reach the control plane at http://127.0.0.1:{port}" in message
+    assert "`portal server`" in message and "PORTAL_CONTROL_PLANE" in message
+    assert err.value.code == "CONTROL_PLANE_UNAVAILABLE"
+
+
+def test_a_server_that_never_answers_gives_up_after_the_timeout() -> None:
+    """The node allows 2 s for a report: a hung server must not hold it longer."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)  # accepts connections (the kernel does), never answers
+        port = listener.getsockname()[1]
+        store = HttpControlStore(f"http://127.0.0.1:{port}", token="t", timeout=0.3)
+        with pytest.raises(api.ControlPlaneUnavailableError, match=r"no answer within 0\.3 s"):
+            store.heard("j-a", 1.0)
+        store.close()
+
+
+def test_something_else_on_the_port_is_not_taken_for_a_control_plane() -> None:
+    """An HTTP server that is not Portal's: its answer is not read as a Portal refusal."""
+    import http.server
+
+    class NotPortal(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(404)
+            self.end_headers()
+            self.wfile.write(b"<html>nope</html>")
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = http.server.HTTPServer(("127.0.0.1", 0), NotPortal)
+    thread = threading.Thread(target=httpd.serve_forever)
+    thread.start()
+    try:
+        store = HttpControlStore(f"http://127.0.0.1:{httpd.server_port}", token="t")
+        with pytest.raises(api.ControlPlaneUnavailableError, match="HTTP 404 and no Portal error"):
+            store.list_jobs()
+        store.close()
+    finally:
+        httpd.shutdown()
+        thread.join(30)
+        httpd.server_close()
+
+
+def test_a_url_that_is_not_http_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="not an http:// or https:// URL"):
+        HttpControlStore("ftp://127.0.0.1:21", token=None)
+
+
+def test_one_connection_per_thread_kept_alive(server: ServerProcess) -> None:
+    store = HttpControlStore(server.url, token=server.token)
+    store.list_jobs()
+    first = store._local.conn
+    store.list_jobs()
+    assert store._local.conn is first  # kept alive, not reopened
+    other: list[Any] = []
+    thread = threading.Thread(target=lambda: (store.list_jobs(), other.append(store._local.conn)))
+    thread.start()
+    thread.join(30)
+    assert other[0] is not first
+    store.close()
+    assert store._all == []
+
+
+def test_a_restarted_server_is_reached_again_on_a_kept_connection(tmp_path: Path) -> None:
+    """The server closed the idle connection (it restarted): the client reconnects once."""
+    from portal.server.testing import running_server
+
+    home = tmp_path / "server"
+    with running_server("sqlite", home=home) as first:
+        store = HttpControlStore(first.url, token=first.token)
+        store.create_job(Job(id="j-a", script="s.py", workdir="/w", created_at=1.0))
+        port = int(first.url.rsplit(":", 1)[1])
+    # Another user: `running_server` gives its user a fresh token, replacing the old one.
+    with running_server("sqlite", home=home, port=port, user="again") as again:
+        assert again.url == first.url
+        assert [j.id for j in store.list_jobs()] == ["j-a"]
+    store.close()
