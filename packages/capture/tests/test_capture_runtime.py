@@ -3,13 +3,14 @@ and refusals, in real processes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import msgspec
 import pytest
-from _harness import EXIT_PAUSED, EXIT_REFUSED, plain_run, runtime
+from _harness import EXIT_PAUSED, EXIT_REFUSED, plain_run, runtime, short_dir
 
 from portal.capture.image import CheckpointImage, read_image, write_image
 from portal.runtime import rt
@@ -191,7 +192,7 @@ def test_plugin_reducer_and_capture_extension(scripts: Path) -> None:
 
 
 def test_control_channel_answers_a_bad_line(scripts: Path) -> None:
-    from _harness import connect, short_dir
+    from _harness import connect
 
     work = short_dir()
     proc = subprocess.Popen(
@@ -235,3 +236,33 @@ def test_object_kinds_survive_a_pause(scripts: Path) -> None:
     assert codes == [EXIT_PAUSED, 0], err.decode()
     plain = plain_run(scripts / "object_kinds.py")
     assert (out, err) == (plain.stdout, plain.stderr)
+
+
+def test_the_control_channel_can_be_read_while_its_own_thread_holds_its_lock(
+    tmp_path: Path,
+) -> None:
+    """SIGIO runs ``drain`` on the main thread, which may be inside ``send`` holding the
+    channel's lock (a periodic checkpoint's report as a pause arrives): reading must not wait for
+    that lock for ever. Likewise the engine's requests, made from the same handler."""
+    import threading
+
+    from portal.runtime.control import ControlChannel
+
+    class Requests:
+        def stop_probe_if_due(self, frame: object = None) -> None:
+            pass
+
+    channel = ControlChannel(os.path.join(short_dir(), "c.sock"))
+    channel._engine = Requests()  # type: ignore[assignment]
+
+    def interrupted_inside_send() -> None:
+        with channel._lock:  # where send() holds it
+            channel._on_sigio(0, None)  # the handler runs on this same thread
+
+    worker = threading.Thread(target=interrupted_inside_send, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    try:
+        assert not worker.is_alive(), "the SIGIO handler waited for a lock its thread holds"
+    finally:
+        channel.close()

@@ -162,7 +162,10 @@ class Engine:
         self._clock = clock
         self._sigterm_grace = sigterm_grace
         self._before_exit = before_exit
-        self._lock = threading.Lock()
+        # Re-entrant: the control channel's SIGIO handler runs requests on the main thread, and
+        # may interrupt the main thread inside one of these short sections (a plain lock would
+        # then wait for itself for ever).
+        self._lock = threading.RLock()
         self._request: _Request | None = None
         self._capturing = False
         self._in_callback = False

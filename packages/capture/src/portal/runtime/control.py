@@ -103,7 +103,10 @@ class ControlChannel:
         self._server.listen(8)
         self._wake_r, self._wake_w = socket.socketpair()
         self._clients: dict[socket.socket, bytearray] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: ``drain`` runs in the main thread's SIGIO handler, which may interrupt the
+        # main thread while it holds this lock in ``send`` (a periodic checkpoint's report, say);
+        # a plain lock would then wait for itself for ever.
+        self._lock = threading.RLock()
         self._engine: _Engine | None = None
         self._closed = False
         self._previous_sigio: Any = None

@@ -23,8 +23,9 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from portal.core.domain import Attempt, Event, Job
+from portal.core.domain import Attempt, Job
 from portal.core.errors import InvalidArgumentError, InvalidSettingError, PortalError
+from portal.core.wire import EventRecord
 
 __all__ = [
     "API_REVISION",
@@ -39,7 +40,7 @@ __all__ = [
     "EndAttemptRequest",
     "ErrorBody",
     "EventList",
-    "EventWire",
+    "EventRecord",
     "Health",
     "HeardRequest",
     "JobList",
@@ -142,32 +143,9 @@ class AttemptWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
         )
 
 
-class EventWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    job_id: str
-    at: float
-    kind: str
-    message: str
-    data: dict[str, Any] = {}
-
-    @classmethod
-    def of(cls, event: Event) -> EventWire:
-        return cls(
-            job_id=event.job_id,
-            at=event.at,
-            kind=event.kind,
-            message=event.message,
-            data=dict(event.data),
-        )
-
-    def to_event(self) -> Event:
-        return Event(
-            job_id=self.job_id, at=self.at, kind=self.kind, message=self.message, data=self.data
-        )
-
-
 class SequencedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     seq: int
-    event: EventWire
+    event: EventRecord
 
 
 class ReclaimWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -247,7 +247,7 @@ class HttpControlStore:
     def events(self, job_id: str, *, after: int = 0) -> list[tuple[int, Event]]:
         path = self._job_path(job_id, "events") + "?" + urlencode({"after": after})
         found = self._get(path, api.EventList)
-        return [(e.seq, e.event.to_event()) for e in found.events]
+        return [(e.seq, e.event.to_domain()) for e in found.events]
 
     # --- reclaims -----------------------------------------------------------------------------
 
