@@ -266,3 +266,5 @@ def test_the_control_channel_can_be_read_while_its_own_thread_holds_its_lock(
         assert not worker.is_alive(), "the SIGIO handler waited for a lock its thread holds"
     finally:
         channel.close()
+        for sock in (channel._server, channel._wake_r, channel._wake_w):  # never served
+            sock.close()

@@ -268,7 +268,9 @@ class _Api:
         after = self._query_number(request, "after", int, 0)
         found = await self._call(self.store.events, request.path_params["job"], after=after)
         return api.EventList(
-            events=[api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found]
+            events=[
+                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found
+            ]
         )
 
     # --- reclaims -----------------------------------------------------------------------------
