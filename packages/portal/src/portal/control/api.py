@@ -21,6 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+import attrs
 import msgspec
 
 from portal.core.domain import Attempt, Job
@@ -83,28 +84,10 @@ class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
     @classmethod
     def of(cls, job: Job) -> JobWire:
-        return cls(
-            id=job.id,
-            name=job.name,
-            script=job.script,
-            args=list(job.args),
-            workdir=job.workdir,
-            created_at=job.created_at,
-            state=str(job.state),
-            memory_gib=job.memory_gib,
-        )
+        return msgspec.convert(attrs.asdict(job, recurse=False), cls)
 
     def to_job(self) -> Job:
-        return Job(
-            id=self.id,
-            name=self.name,
-            script=self.script,
-            args=self.args,
-            workdir=self.workdir,
-            created_at=self.created_at,
-            state=self.state,  # attrs converts it to a JobState
-            memory_gib=self.memory_gib,
-        )
+        return Job(**msgspec.structs.asdict(self))  # attrs converts state and args back
 
 
 class AttemptWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -119,28 +102,10 @@ class AttemptWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
 
     @classmethod
     def of(cls, attempt: Attempt) -> AttemptWire:
-        return cls(
-            job_id=attempt.job_id,
-            number=attempt.number,
-            machine=attempt.machine,
-            started_at=attempt.started_at,
-            state=str(attempt.state),
-            ended_at=attempt.ended_at,
-            exit_code=attempt.exit_code,
-            resumed_from=attempt.resumed_from,
-        )
+        return msgspec.convert(attrs.asdict(attempt, recurse=False), cls)
 
     def to_attempt(self) -> Attempt:
-        return Attempt(
-            job_id=self.job_id,
-            number=self.number,
-            machine=self.machine,
-            started_at=self.started_at,
-            state=self.state,  # attrs converts it to an AttemptState
-            ended_at=self.ended_at,
-            exit_code=self.exit_code,
-            resumed_from=self.resumed_from,
-        )
+        return Attempt(**msgspec.structs.asdict(self))  # attrs converts the state back
 
 
 class SequencedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
