@@ -15,6 +15,7 @@ from portal.capture._plugins import load_reducers  # noqa: E402
 from portal.capture.extensions import tensors, torch_state  # noqa: E402
 from portal.capture.image import CheckpointImage, Header, InterpreterInfo, read_image, write_image  # noqa: E402
 from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
+from portal.core.specs import WaitForSafePoint  # noqa: E402
 
 
 def roundtrip(obj: Any, tmp_path: Any = None) -> Any:
@@ -81,9 +82,14 @@ def test_model_gradients_and_adam_state_survive() -> None:
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), m2.parameters(), strict=True))
 
 
-def test_a_tensor_inside_a_graph_travels_as_its_value() -> None:
+def test_a_tensor_inside_a_used_graph_travels_as_its_value() -> None:
+    """Before ``backward()`` the graph is still needed: not now (the pause waits, see
+    test_capture_torch_graphs.py); after it, the loss travels as its value."""
     w = torch.ones(3, requires_grad=True)
     loss = (w * 2).sum()
+    with pytest.raises(WaitForSafePoint):
+        roundtrip({"loss": loss})
+    loss.backward()
     back = roundtrip({"loss": loss})
     assert back["loss"].item() == 6.0 and not back["loss"].requires_grad
 

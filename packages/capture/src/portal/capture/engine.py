@@ -21,7 +21,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any, Final
@@ -109,7 +109,7 @@ def _bytes_walked(frame: FrameType | None) -> int:
 
 
 class _ProbeWanted:
-    __slots__ = ("deadline", "keep_at", "requested")
+    __slots__ = ("backoff", "deadline", "keep_at", "next_try", "ready", "requested")
 
     def __init__(
         self, requested: float, deadline: float | None, keep_at: Path | None = None
@@ -118,6 +118,19 @@ class _ProbeWanted:
         self.deadline = deadline
         # A periodic checkpoint: the check's walk, kept and written here (the program runs on).
         self.keep_at = keep_at
+        # A walk that met a value needing a later line (WaitForSafePoint) tries again from then.
+        self.next_try = 0.0
+        self.backoff = _BACKOFF_FIRST
+        self.ready: Callable[[], bool] | None = None
+
+    def wait(self, now: float, ready: Callable[[], bool] | None) -> None:
+        """Back off before the next walk, as a deferred pause does (or until ``ready``)."""
+        self.next_try = now + self.backoff
+        self.backoff = min(self.backoff * 2, _BACKOFF_MAX)
+        self.ready = ready
+
+    def due(self, now: float) -> bool:
+        return now >= self.next_try or _ready(self.ready)
 
 
 class _Request:
@@ -173,6 +186,7 @@ class Engine:
         self._events = LineEvents(context.user_code.is_user_code, self._on_line)
         self._backoff = _BACKOFF_FIRST
         self._next_try = 0.0
+        self._ready: Callable[[], bool] | None = None  # a WaitForSafePoint's "try again now"
         self._history: dict[tuple[str, str, str, str], Problem] = {}
         self._last_reported: frozenset[tuple[str, str, str]] = frozenset()
         self._previous_handlers: dict[int, Any] = {}
@@ -236,6 +250,7 @@ class Engine:
                 self._request = _Request(deadline, source, self._clock())
                 self._backoff = _BACKOFF_FIRST
                 self._next_try = 0.0
+                self._ready = None
                 self._history.clear()
                 self._last_reported = frozenset()
             else:  # two requests: the earlier deadline holds
@@ -386,17 +401,16 @@ class Engine:
             if wanted.keep_at is not None:
                 self._notify(NotCheckpointed(reason="deadline"))
             return
+        if not wanted.due(self._clock()):
+            return
         position = check_position(frame, self.context)
-        if isinstance(position, Problem):
-            current = frozenset([(position.name, position.type_name, position.reason)])
-            if current != self._probe_reported:
-                self._probe_reported = current
-                self._notify(Deferred(problems=[ProblemRecord(**position.to_dict())]))
+        if isinstance(position, Problem):  # cheap to check again: at the next line
+            self._probe_waits(wanted, [position], back_off=False)
             return
         self._probe = None
         if wanted.keep_at is not None:
             done = self._checkpoint_here(frame, position, wanted, wanted.keep_at)
-            if done is not None:  # else a writer thread reports once the file is whole
+            if done is not None:  # else it waits, or a writer thread reports once it is whole
                 self._notify(done)
             return
         at = where(frame)
@@ -412,6 +426,9 @@ class Engine:
             finally:
                 self._probing_until = None
                 timer.cancel()
+            if _waiting(result.problems):
+                self._probe_waits(wanted, result.problems, ready=result.ready)
+                return
             checked = result.pickle_size
             if result.image is not None:  # a rehearsal: written whole, measured, deleted
                 checked = rehearse(result.image, rehearsal_path(self.checkpoint_path)).bytes
@@ -440,6 +457,30 @@ class Engine:
             )
         if report is not None:
             self._notify(report)
+
+    def _probe_waits(
+        self,
+        wanted: _ProbeWanted,
+        problems: Sequence[Problem] | Sequence[ProblemRecord],
+        *,
+        back_off: bool = True,
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
+        """The check (or periodic checkpoint) cannot walk at this line but can at a later one:
+        keep it wanted, back off after a whole walk, and say what it waits for once (the
+        node's blocked report)."""
+        with self._lock:
+            if self._probe is None:
+                self._probe = wanted
+        if back_off:
+            wanted.wait(self._clock(), ready)
+        records = [
+            p if isinstance(p, ProblemRecord) else ProblemRecord(**p.to_dict()) for p in problems
+        ]
+        current = frozenset((p.name, p.type_name, p.reason) for p in records)
+        if current != self._probe_reported:
+            self._probe_reported = current
+            self._notify(Deferred(problems=records))
 
     def _checkpoint_here(
         self, frame: FrameType, position: Any, wanted: _ProbeWanted, target: Path
@@ -478,6 +519,9 @@ class Engine:
             target.unlink(missing_ok=True)
             return NotCheckpointed(reason="error", error=f"{type(exc).__name__}: {exc}")
         if result.image is None:
+            if _waiting(result.problems):  # a later line will do: this periodic one waits
+                self._probe_waits(wanted, result.problems, ready=result.ready)
+                return None
             return NotCheckpointed(
                 reason="problems", problems=[ProblemRecord(**p.to_dict()) for p in result.problems]
             )
@@ -521,8 +565,9 @@ class Engine:
         if now >= request.deadline:
             self._abandon_deadline(request)
             return
-        if now < self._next_try:
+        if now < self._next_try and not _ready(self._ready):
             return
+        self._ready = None
         position = check_position(frame, self.context)
         if isinstance(position, Problem):
             self._defer([position])
@@ -542,6 +587,7 @@ class Engine:
             self._defer(result.problems)
             self._next_try = self._clock() + self._backoff
             self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+            self._ready = result.ready
             return
         with self._lock:
             if self._request is not request:
@@ -583,6 +629,23 @@ class Engine:
             self._before_exit()
         finally:
             os._exit(EXIT_PAUSED)
+
+
+def _ready(ready: Callable[[], bool] | None) -> bool:
+    """A :class:`~portal.core.specs.WaitForSafePoint`'s ``ready``, asked at a line (never
+    raising: a broken one counts as ready, and the walk then says what is wrong)."""
+    if ready is None:
+        return False
+    try:
+        return bool(ready())
+    except Exception:
+        return True
+
+
+def _waiting(problems: Sequence[Problem] | Sequence[ProblemRecord]) -> bool:
+    """Whether ``problems`` only say "not at this line" (positions, values needing a later
+    line): a walk then waits for a later safe point instead of reporting them."""
+    return bool(problems) and all(p.kind == "position" for p in problems)
 
 
 def _file_size(fd: int) -> int | None:

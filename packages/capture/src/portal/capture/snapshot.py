@@ -39,6 +39,7 @@ from portal.capture.pickler import (
 )
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.usercode import UserCode
+from portal.core.specs import WaitForSafePoint
 
 __all__ = [
     "CaptureContext",
@@ -273,6 +274,8 @@ class SnapshotResult(NamedTuple):
     image: CheckpointImage | None
     problems: list[Problem]
     pickle_size: int
+    #: From a :class:`WaitForSafePoint`: true once trying again could pass (None: back off).
+    ready: Callable[[], bool] | None = None
 
 
 def take_snapshot(
@@ -322,7 +325,11 @@ def take_snapshot(
             )
         except Exception as exc:
             problems = diagnose(snapshot, chain, namespaces, reducers, exc)
-            return SnapshotResult(None, problems, 0)
+            # A value that only needs a later line (WaitForSafePoint) delays the pause like a
+            # position does; whatever else is wrong is named once that has passed.
+            waiting = [p for p in problems if p.kind == "position"]
+            ready = exc.ready if isinstance(exc, WaitForSafePoint) else None
+            return SnapshotResult(None, waiting or problems, 0, ready)
     if not keep:
         return SnapshotResult(None, [], size)
     header = Header(
@@ -395,12 +402,14 @@ def diagnose(
                     descend(child, path + suffix, child_err, at, depth + 1)
         if not found and id(value) not in seen:
             seen.add(id(value))
+            waits = isinstance(err, WaitForSafePoint)
             problems.append(
                 Problem(
                     name=path,
                     type_name=describe_type(value),
-                    reason=f"{type(err).__name__}: {err}",
+                    reason=str(err) if waits else f"{type(err).__name__}: {err}",
                     where=at,
+                    kind="position" if waits else "value",
                 )
             )
 
@@ -435,12 +444,14 @@ def diagnose(
         if err is not None:
             descend(value, name, err, at, 0)
     if not problems:  # the failure is in how the parts combine (or the budget ran out)
+        waits = isinstance(error, WaitForSafePoint)
         problems.append(
             Problem(
                 name="<state>",
                 type_name="checkpoint",
-                reason=f"{type(error).__name__}: {error}",
+                reason=str(error) if waits else f"{type(error).__name__}: {error}",
                 where=innermost_where,
+                kind="position" if waits else "value",
             )
         )
     return problems

@@ -31,6 +31,7 @@ __all__ = [
     "StateMeasure",
     "StorageBackend",
     "StorageBackendSpec",
+    "WaitForSafePoint",
     "normalise_name",
 ]
 
@@ -160,13 +161,31 @@ class KeyStore(Protocol):
 # --- serializers and capture extensions ---------------------------------------------------------
 
 
+class WaitForSafePoint(Exception):
+    """Raised by a reducer whose value cannot be carried at this line but will be soon: a tensor
+    in an autograd graph that ``backward()`` has not used yet, say. The pause (or the checkpoint
+    check) waits for a later safe point instead of reporting the value as one a checkpoint can
+    never carry; the message says what it waits for.
+
+    :param ready: optional, cheap, never raising: true once the value could be carried. The engine
+        calls it at each later line and tries again as soon as it says so, rather than after its
+        usual back-off (a pause is then taken at the first line after ``backward()``).
+    """
+
+    def __init__(self, message: str, ready: Callable[[], bool] | None = None) -> None:
+        super().__init__(message)
+        self.ready = ready
+
+
 @attrs.frozen(kw_only=True)
 class SerializerSpec:
     """Registers pickle reducers for types.
 
     Keys are fully qualified type names (``"torch.Tensor"``), so registering costs no import: the
     capture engine resolves a key only if its module is already loaded by the program. Each value
-    is a reducer returning a ``__reduce__``-style tuple.
+    is a reducer returning a ``__reduce__``-style tuple. A reducer that cannot carry a value raises
+    (``TypeError`` naming the way out): the value is reported as one a checkpoint cannot carry. One
+    that could carry it a few lines later raises :class:`WaitForSafePoint`.
     """
 
     name: str = attrs.field(validator=_valid_name)

@@ -11,8 +11,12 @@ the memory they live in. So:
   storage (views, ``reshape``, parameters and their ``.data``) share it again after a resume;
 - a tensor reduces to that storage and its view geometry (offset, size, stride, dtype), its
   ``requires_grad``, ``.grad`` and Python attributes; an ``nn.Parameter`` stays a Parameter.
-  A tensor inside an autograd graph travels as its value (``detach()``): the graph is the
-  process's own, and a loss kept from the last step is the common case;
+  A tensor inside an autograd graph travels as its value (``detach()``) once ``backward()`` has
+  used that graph (a loss kept from the last step is the common case). Before that, between the
+  forward pass and ``backward()``, the graph is needed and cannot travel (it is the process's own
+  C++ objects): the reducer raises :class:`~portal.core.specs.WaitForSafePoint` and the pause is
+  taken a line or two later, after ``backward()``. A graph that is never used (a hidden state
+  carried across steps without ``detach()``) holds the pause until its deadline, named;
 - on resume the bytes become the storage with no copy (the buffer read from the checkpoint
   *is* the tensor's memory). A CUDA storage goes back onto a GPU when this machine has one
   (``cuda:N`` mapped onto the devices that exist), else onto the CPU, with a note on stderr and in the job's events;
@@ -28,10 +32,12 @@ from __future__ import annotations
 import ctypes
 import pickle
 import sys
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from portal.capture.notes import note_on_restore
-from portal.core.specs import SerializerSpec
+from portal.core.specs import SerializerSpec, WaitForSafePoint
 
 __all__ = ["reduce_generator", "reduce_storage", "reduce_tensor", "serializer_specs"]
 
@@ -121,6 +127,73 @@ def resume_device(device: str) -> str:
 
 # -- tensors ----------------------------------------------------------------------------------
 
+#: Graph nodes looked at, at most, per tensor: a forward pass of a large model has thousands. A
+#: graph larger still (a loss summed as a tensor over a whole epoch) counts as used.
+GRAPH_WALK_LIMIT = 100_000
+#: The same, for the check made at every line while a pause waits: beyond it, the walk says
+#: "not known" and the engine's back-off decides when to try again.
+READY_WALK_LIMIT = 1_000
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}  # node type -> its ``_saved_*`` attributes
+
+
+def _graph_used(tensor: Any) -> Callable[[], bool]:
+    """Whether ``tensor``'s graph has been used (or the tensor dropped) since: asked at every
+    line while a pause waits, so it holds the tensor weakly (never keeping a graph alive)."""
+    ref = weakref.ref(tensor)
+
+    def ready() -> bool:
+        alive = ref()
+        if alive is None or alive.grad_fn is None:
+            return True
+        pending, whole = _walk_graph(alive.grad_fn, READY_WALK_LIMIT)
+        return pending is None and whole
+
+    return ready
+
+
+def unused_graph_node(root: Any) -> str | None:
+    """The name of a node of the autograd graph under ``root`` that still holds saved tensors
+    (``backward()`` has not run through it, so the graph is still needed), or None when every
+    node's saved tensors were freed by a ``backward()`` or it never saved any.
+
+    torch has no public "was this graph used" flag; a node's ``_saved_*`` attributes are its
+    documented view of what it saved, and reading one after ``backward()`` freed it raises. The
+    walk does not descend below a freed node (one ``backward()`` frees everything under it)."""
+    return _walk_graph(root, GRAPH_WALK_LIMIT)[0]
+
+
+def _walk_graph(root: Any, limit: int) -> tuple[str | None, bool]:
+    """(the first node found still holding saved tensors, whether the walk saw everything)."""
+    torch = _torch()
+    stack: list[Any] = [root]
+    seen: set[int] = set()
+    while stack:
+        if len(seen) >= limit:
+            return None, False
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        kind = type(node)
+        names = _SAVED_NAMES.get(kind)
+        if names is None:
+            names = _SAVED_NAMES[kind] = tuple(n for n in dir(kind) if n.startswith("_saved_"))
+        freed = False
+        for name in names:
+            try:
+                saved = getattr(node, name)
+            except RuntimeError:  # freed by backward()
+                freed = True
+                break
+            if isinstance(saved, torch.Tensor) or (
+                isinstance(saved, (tuple, list))
+                and any(isinstance(item, torch.Tensor) for item in saved)
+            ):
+                return kind.__name__, True
+        if not freed:
+            stack.extend(child for child, _index in getattr(node, "next_functions", ()))
+    return None, True
+
 
 def reduce_tensor(tensor: Any) -> Any:
     """A strided tensor as a view onto its (memoized) storage, with its autograd attributes."""
@@ -140,6 +213,15 @@ def reduce_tensor(tensor: Any) -> Any:
             "as a plain tensor"
         )
     leaf = tensor.is_leaf
+    if not leaf and tensor.grad_fn is not None:
+        pending = unused_graph_node(tensor.grad_fn)
+        if pending is not None:
+            raise WaitForSafePoint(
+                f"in an autograd graph that backward() has not used yet ({pending} still holds "
+                "its saved tensors); the pause waits for a line after backward(), or call "
+                ".detach() to keep only the value",
+                ready=_graph_used(tensor),
+            )
     value = tensor if leaf else tensor.detach()
     state: dict[str, Any] = {
         "requires_grad": bool(tensor.requires_grad and leaf),
