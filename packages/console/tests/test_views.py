@@ -3,6 +3,13 @@ console's Overview line and banner for each state of the checkpoint check."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +19,7 @@ from portal.console.overview import banner, overview
 from portal.control.carry import carry_state
 from portal.control.plane import ControlPlane
 from portal.control.views import JobViews, checkpoint_check_line
-from portal.core.domain import Event
+from portal.core.domain import AttemptState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError
 
 PROBLEM = {
@@ -62,6 +69,79 @@ def test_a_growing_log_is_read_whole_characters_at_a_time(views: JobViews) -> No
             "stderr_truncated": False,
         }
     ]
+
+
+def _lineage(views: JobViews) -> Job:
+    """Attempt 1 made periodic checkpoint c1 after 6 bytes of stdout and was lost; attempt 2
+    resumed from c1 and was lost before taking another; attempt 3 resumed from c1 too."""
+    plane = views.plane
+    job = plane.create_job(script="train.py", workdir=".")
+    store = plane.store
+    store.start_attempt(job.id, machine="local", at=1.0)
+    store.append_event(
+        Event(
+            job_id=job.id,
+            at=2.0,
+            kind="checkpoint-periodic",
+            message="checkpoint c1",
+            data={"checkpoint": "c1", "attempt": 1, "stdout_bytes": 6, "stderr_bytes": 0},
+        )
+    )
+    store.end_attempt(job.id, 1, state=AttemptState.LOST, at=3.0, exit_code=None)
+    store.start_attempt(job.id, machine="local", at=4.0, resumed_from="c1")
+    store.end_attempt(job.id, 2, state=AttemptState.LOST, at=4.5, exit_code=None)
+    store.start_attempt(job.id, machine="local", at=5.0, resumed_from="c1")
+    store.end_attempt(job.id, 3, state=AttemptState.EXITED, at=6.0, exit_code=0)
+    store.set_job_state(job.id, JobState.DONE)
+    for number, out in ((1, b"step1\nstep2\n"), (2, b"step2\n"), (3, b"step2\nend\n")):
+        path = plane.paths(job.id).stdout(number)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(out)
+    return job
+
+
+def test_output_a_later_attempt_did_again_is_left_out_and_said(views: JobViews) -> None:
+    """Readers show attempt 1 up to c1, none of attempt 2, all of 3 (as `portal logs`)."""
+    job = _lineage(views)
+    notes = views.log_notes(job)
+    assert notes[1][1:] == (6, 0) and "periodic checkpoint c1" in notes[1][0]
+    assert notes[2][1:] == (0, 0) and "done again by attempt 3" in notes[2][0]
+    assert 3 not in notes
+    logs = views.logs(job)
+    assert [entry["stdout"] for entry in logs] == ["step1\n", "", "step2\nend\n"]
+    assert [entry.get("note") is not None for entry in logs] == [True, True, False]
+    text, offset = views.read_log(job, 1, "stdout", kept=notes[1][1])
+    assert (text, offset) == ("step1\n", 6)
+    assert views.read_log(job, 1, "stdout", offset=offset, kept=notes[1][1]) == ("", 6)
+
+
+def test_the_console_reads_only_kept_output_and_says_why(views: JobViews, tmp_path: Path) -> None:
+    job = _lineage(views)
+    console = subprocess.Popen(
+        [sys.executable, "-m", "portal.cli", "console", "--port", "0"],
+        env={**os.environ, "PORTAL_HOME": str(tmp_path / "home")},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert console.stderr is not None
+        line = console.stderr.readline()
+        found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+        assert found, line
+        answers = {}
+        for attempt in (1, 2, 3):
+            url = f"{found.group(1)}/api/jobs/{job.id}/logs?attempt={attempt}&stream=stdout"
+            with urllib.request.urlopen(url, timeout=30) as reply:
+                answers[attempt] = json.loads(reply.read())
+    finally:
+        console.send_signal(signal.SIGINT)
+        console.communicate(timeout=15)
+    assert answers[1]["text"] == "step1\n" and answers[1]["next"] == 6
+    assert "periodic checkpoint c1" in answers[1]["note"]
+    assert answers[2]["text"] == "" and "done again by attempt 3" in answers[2]["note"]
+    assert answers[3] == {"text": "step2\nend\n", "next": 10, "note": None}
 
 
 def test_bad_log_requests_name_the_way_out(views: JobViews) -> None:

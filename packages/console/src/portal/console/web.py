@@ -82,14 +82,20 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
 
     async def api_logs(request: Request) -> Response:
         job = views.job(request.path_params["job"])
+        attempt = _int_param(request, "attempt", 1)
+        stream = request.query_params.get("stream", "stdout")
+        # Output a later attempt did again is left out, as `portal logs` leaves it out.
+        why, *kept_bytes = views.log_notes(job).get(attempt, (None, None, None))
+        kept = kept_bytes[1] if stream == "stderr" else kept_bytes[0]
         text, next_offset = views.read_log(
             job,
-            _int_param(request, "attempt", 1),
-            request.query_params.get("stream", "stdout"),
+            attempt,
+            stream,
             offset=_int_param(request, "offset", 0),
             limit=_int_param(request, "limit", 256 * 1024),
+            kept=kept,
         )
-        return JSONResponse({"text": text, "next": next_offset}, headers=_NO_STORE)
+        return JSONResponse({"text": text, "next": next_offset, "note": why}, headers=_NO_STORE)
 
     async def portal_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, PortalError)

@@ -19,10 +19,15 @@ __all__ = ["OutputCut", "output_cuts", "superseded_attempts"]
 
 
 def superseded_attempts(plane: ControlPlane, job: Job) -> dict[int, str]:
-    """``{attempt: why}`` for each attempt whose work a later attempt redid."""
+    """``{attempt: why}`` for each attempt whose work a later attempt redid: every attempt
+    after the one that made the checkpoint a resume used (on a notice, or periodically)."""
     made_by: dict[str, int] = {}
     for _, event in plane.store.events(job.id):
-        if event.kind == "suspended" and "attempt" in event.data and "checkpoint" in event.data:
+        if (
+            event.kind in ("suspended", "checkpoint-periodic")
+            and "attempt" in event.data
+            and "checkpoint" in event.data
+        ):
             made_by[str(event.data["checkpoint"])] = int(event.data["attempt"])
     superseded: dict[int, str] = {}
     for attempt in plane.store.attempts(job.id):

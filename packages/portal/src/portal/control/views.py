@@ -15,6 +15,7 @@ from typing import Any
 
 from portal.control import silence, wording
 from portal.control.carry import CARRY_EVENTS, carry_state
+from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
 from portal.core.domain import CheckpointState, Event, Job, JobState
@@ -257,12 +258,32 @@ class JobViews:
 
     # --- logs -----------------------------------------------------------------------------------
 
+    def log_notes(self, job: Job) -> dict[int, tuple[str, int | None, int | None]]:
+        """``{attempt: (why, stdout bytes kept, stderr bytes kept)}`` for each attempt whose
+        output is not all kept work, as ``portal logs`` shows it: one whose work a later attempt
+        redid keeps nothing (0, 0); one that made the periodic checkpoint a later attempt
+        resumed from keeps its output up to that checkpoint."""
+        notes: dict[int, tuple[str, int | None, int | None]] = {
+            number: (why, 0, 0) for number, why in superseded_attempts(self.plane, job).items()
+        }
+        for number, cut in output_cuts(self.plane, job).items():
+            notes.setdefault(number, (cut.why, cut.stdout_bytes, cut.stderr_bytes))
+        return notes
+
     def read_log(
-        self, job: Job, attempt: int, stream: str, *, offset: int = 0, limit: int = 1 << 20
+        self,
+        job: Job,
+        attempt: int,
+        stream: str,
+        *,
+        offset: int = 0,
+        limit: int = 1 << 20,
+        kept: int | None = None,
     ) -> tuple[str, int]:
         """What attempt ``attempt``'s ``stream`` holds from byte ``offset``: its text and the
         offset to ask from next. Stops before a character split across the end, so a reader
-        that follows a growing file never shows half of one."""
+        that follows a growing file never shows half of one. ``kept``: the stream's bytes that
+        are kept work (from :meth:`log_notes`); nothing past them is read."""
         if stream not in LOG_STREAMS:
             raise InvalidArgumentError(
                 f"log stream {stream!r} is not one of {', '.join(LOG_STREAMS)}: ask for stdout "
@@ -279,6 +300,10 @@ class JobViews:
                 f"offset {offset} and limit {limit}: give an offset of 0 or more and a limit of 1 "
                 "or more bytes"
             )
+        if kept is not None:
+            if offset >= kept:
+                return "", offset
+            limit = min(limit, kept - offset)
         path = self.plane.paths(job.id).attempt(attempt) / stream
         try:
             with path.open("rb") as f:
@@ -297,18 +322,27 @@ class JobViews:
 
     def logs(self, job: Job, *, max_bytes: int = 1 << 20) -> list[dict[str, Any]]:
         """Each attempt's output (its last ``max_bytes`` per stream): what ``portal logs``
-        prints, kept apart per attempt and stream since their interleaving is not recorded."""
+        prints, kept apart per attempt and stream since their interleaving is not recorded.
+        Output whose work a later attempt did again is left out, and ``note`` says why."""
         result = []
         paths = self.plane.paths(job.id)
+        notes = self.log_notes(job)
         for attempt in self.plane.store.attempts(job.id):
             entry: dict[str, Any] = {"attempt": attempt.number, "state": str(attempt.state)}
-            for stream in LOG_STREAMS:
+            why, *kept_bytes = notes.get(attempt.number, (None, None, None))
+            for stream, kept in zip(LOG_STREAMS, kept_bytes, strict=True):
                 path = paths.attempt(attempt.number) / stream
                 size = path.stat().st_size if path.exists() else 0
+                if kept is not None:
+                    size = min(size, kept)
                 start = max(0, size - max_bytes)
-                text, _ = self.read_log(job, attempt.number, stream, offset=start, limit=max_bytes)
+                text, _ = self.read_log(
+                    job, attempt.number, stream, offset=start, limit=max_bytes, kept=kept
+                )
                 entry[stream] = text
                 entry[f"{stream}_truncated"] = start > 0
+            if why is not None:
+                entry["note"] = why
             result.append(entry)
         return result
 

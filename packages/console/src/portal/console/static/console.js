@@ -130,6 +130,14 @@ async function pollLogs(attempts) {
       if (log.complete) continue; // an ended attempt read to its end: nothing more will come
       const query = `attempt=${attempt.number}&stream=${stream}&offset=${log.offset}`;
       const chunk = await getJson(`/api/jobs/${encodeURIComponent(run.job)}/logs?${query}`);
+      if (chunk.note && !log.noted) {
+        // Output a later attempt did again is left out (as `portal logs` does); say why once.
+        log.noted = true;
+        const box = document.getElementById(`attempt-${attempt.number}`);
+        if (!box.querySelector(".log-note")) {
+          box.querySelector("h3").after(el("p", { class: "log-note" }, chunk.note));
+        }
+      }
       if (chunk.text) {
         const follow = log.node.scrollTop + log.node.clientHeight >= log.node.scrollHeight - 4;
         log.node.append(chunk.text);
