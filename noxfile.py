@@ -118,6 +118,9 @@ def tests(session: nox.Session, package: str) -> None:
     pythons = SLOW_PACKAGE_PYTHONS.get(package, PYTHONS)
     if session.python not in pythons and os.environ.get("PORTAL_ALL_PYTHONS") != "1":
         session.skip(f"{package}'s end-to-end tests run on Python {' and '.join(pythons)}")
+    selection = []
+    if session.python != pythons[0] and os.environ.get("PORTAL_ALL_PYTHONS") != "1":
+        selection = ["-m", "not one_python"]  # see the marker in pyproject.toml
     install = ["-e", f"{pkg}{_extras(package)}"]
     for dependency in _workspace_deps(package):
         install += ["-e", str(_package_dir(dependency))]
@@ -132,6 +135,8 @@ def tests(session: nox.Session, package: str) -> None:
         "-p",
         "no:cacheprovider",
         "-q",
+        "--durations=8",  # the slowest tests in CI's log: what to trim when CI nears its hour
+        *selection,
         "--rootdir",
         str(ROOT),
         "-c",

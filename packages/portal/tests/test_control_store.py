@@ -493,6 +493,7 @@ def test_the_control_plane_runs_on_postgres(pg: PostgresServer, tmp_path: Path) 
     again.store.close()
 
 
+@pytest.mark.one_python
 def test_notice_suspend_and_resume_through_the_cli_on_postgres(
     pg: PostgresServer, portal: Any
 ) -> None:

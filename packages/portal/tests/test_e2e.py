@@ -110,6 +110,7 @@ def _checkpoint_store(portal: PortalCli) -> Any:
     return CheckpointStore((portal.home / "store").as_uri(), resolve_key_store(str(portal.home)))
 
 
+@pytest.mark.one_python
 def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
     portal: PortalCli,
 ) -> None:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import PortalCli
 
 
@@ -63,6 +64,7 @@ def _offline_notice(portal: PortalCli, name: str) -> tuple[str, float]:
     return job, time.time()
 
 
+@pytest.mark.one_python
 def test_the_node_saves_on_its_own_and_reports_later(portal: PortalCli) -> None:
     expected = portal.plain("count.py", "7")
     job, _ = _offline_notice(portal, "off")
@@ -93,6 +95,7 @@ def test_the_node_saves_on_its_own_and_reports_later(portal: PortalCli) -> None:
     assert portal("logs", job).stdout == expected
 
 
+@pytest.mark.one_python
 def test_a_backlog_left_by_a_killed_node_is_replayed(portal: PortalCli) -> None:
     expected = portal.plain("count.py", "7")
     job, _ = _offline_notice(portal, "off9")

@@ -71,6 +71,7 @@ def _kill_without_notice(portal: PortalCli, job: str, attempt: int) -> None:
     os.kill(_pid(attempt_dir / "node.pid"), signal.SIGKILL)  # its job dies with it (PDEATHSIG)
 
 
+@pytest.mark.one_python
 def test_periodic_checkpoints_then_a_lost_machine_resumes_from_the_last(
     portal: PortalCli, plane: ControlPlane, job_script: str
 ) -> None:
@@ -180,6 +181,7 @@ def test_the_auto_default_takes_none_on_this_machine(
     assert not list((portal.home / "jobs" / job / "attempts" / "1").glob("periodic-*"))
 
 
+@pytest.mark.one_python
 def test_a_lost_job_resumes_from_its_periodic_checkpoint_with_a_new_interval(
     portal: PortalCli, plane: ControlPlane, job_script: str
 ) -> None:

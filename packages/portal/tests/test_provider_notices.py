@@ -18,6 +18,7 @@ def imds() -> Iterator[FakeIMDS]:
         yield fake
 
 
+@pytest.mark.one_python
 def test_an_aws_spot_interruption_suspends_the_job(portal: PortalCli, imds: FakeIMDS) -> None:
     portal.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.url
     expected = portal.plain("count.py", "5")

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from conftest import PortalCli
 
 from portal.cli.progress import ProgressLine
@@ -65,6 +66,7 @@ def test_wait_with_a_timeout_says_the_job_still_runs(portal: PortalCli) -> None:
     portal("cancel", job)
 
 
+@pytest.mark.one_python
 def test_logs_follow_stops_at_a_suspension_and_shows_each_line_once(portal: PortalCli) -> None:
     expected = portal.plain("count.py", "3")
     job = portal("run", "--detach", "count.py", "3").stdout.strip()
