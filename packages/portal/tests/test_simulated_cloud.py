@@ -354,6 +354,17 @@ def test_a_new_job_is_placed_by_what_it_asks_for_with_one_warning(sim: Sim) -> N
         "about 1.1 kB"
     )
     assert "held.py" not in sim("jobs").stdout  # --plan starts nothing
+    sim.env["PORTAL_CAPTURE_PROBE"] = "full"  # the job's own setting: the plan says its limit
+    try:
+        full = sim("run", "--memory", "1", "--plan", "held.py", "3", "4").stdout.splitlines()
+    finally:
+        del sim.env["PORTAL_CAPTURE_PROBE"]
+    assert full[1:-1] == lines[1:]  # line 0 names the draft job's id
+    assert full[-1] == (
+        "capture_probe is full, but on spot gcp e2-standard-2 (us-central1) the checkpoint check "
+        "would run without its rehearsal: the rehearsal runs on on-demand machines only, as a "
+        "real checkpoint cannot be cut short"
+    )
 
     done = sim("run", "--memory", "1", "--name", "n", "held.py", "3", "4")
     assert done.returncode == 0, done.stderr

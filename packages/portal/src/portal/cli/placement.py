@@ -24,15 +24,17 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import sys
 import time
 from typing import Any, Protocol
 
-from portal.control import silence
+from portal.control import silence, wording
+from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
 from portal.control.store import new_job_id
 from portal.core.builtin.local_notices import deliver_notice
-from portal.core.domain import Job, JobState, Offer
+from portal.core.domain import CapacityClass, Job, JobState, Offer
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.specs import StateMeasure
 from portal.node.launch import launch_node
@@ -182,11 +184,22 @@ class Placement:
             spot_only=self.spot_only(job) and not options.no_spot and options.on is None,
         )
 
+    def _render(self, plan: Plan) -> str:
+        """The plan as ``--plan`` prints it, with the checkpoint check's rehearsal line when
+        ``capture_probe = full`` and the plan picks spot (the job's environment is this one)."""
+        lines = [plan.render()]
+        chosen = plan.chosen
+        if chosen is not None and chosen.capacity is CapacityClass.SPOT:
+            probe = probe_settings_for_job(self.plane.settings, os.environ).capture_probe
+            if probe == "full":
+                lines.append(wording.plan_no_rehearsal(chosen.describe()))
+        return "\n".join(lines)
+
     def _chosen(self, plan: Plan, options: argparse.Namespace, stays: int) -> Offer | int:
         """The offer to carry the plan out on, or the exit status: ``--plan`` prints it (0);
         otherwise it is recorded, and with nothing chosen the reason is said (``stays``)."""
         if options.plan:
-            print(plan.render())
+            print(self._render(plan))
             return 0
         self._record(plan)
         if plan.chosen is None:
@@ -231,7 +244,7 @@ class Placement:
         )
         plan = self.placing.plan(draft, request, None)
         if options.plan:
-            print(plan.render())
+            print(self._render(plan))
             return 0
         if plan.chosen is None:
             note(f"{plan.outcome}; the job was not started")

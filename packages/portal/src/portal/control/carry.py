@@ -4,12 +4,16 @@ came in time, and an all-clear once a later check passes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from portal.core.domain import Event
+import attrs
 
-__all__ = ["CARRY_EVENTS", "carry_state", "problem_key"]
+from portal.core.domain import Event
+from portal.core.settings import Settings
+
+__all__ = ["CARRY_EVENTS", "carry_state", "probe_settings_for_job", "problem_key"]
 
 #: Event kinds the node records for the checkpoint check.
 CARRY_EVENTS = frozenset(
@@ -65,3 +69,20 @@ def carry_state(events: Iterable[Event]) -> dict[str, Any]:
         "warning": warning,
         "checked_at": checked_at,
     }
+
+
+def probe_settings_for_job(settings: Settings, environ: Mapping[str, str]) -> Settings:
+    """``settings`` with the job's own ``PORTAL_CAPTURE_PROBE`` and
+    ``PORTAL_CAPTURE_PROBE_EVERY_S`` applied (a bad value of the job's leaves the setting)."""
+    with contextlib.suppress(Exception):
+        own = Settings.load(environ=environ)
+        settings = attrs.evolve(
+            settings,
+            capture_probe=own.capture_probe
+            if environ.get("PORTAL_CAPTURE_PROBE")
+            else settings.capture_probe,
+            capture_probe_every_s=own.capture_probe_every_s
+            if environ.get("PORTAL_CAPTURE_PROBE_EVERY_S")
+            else settings.capture_probe_every_s,
+        )
+    return settings

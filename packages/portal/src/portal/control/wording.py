@@ -272,6 +272,15 @@ def no_rehearsal(purchase: str) -> str:
     )
 
 
+def plan_no_rehearsal(offer: str) -> str:
+    """The plan's line when ``capture_probe = full`` and the plan picks a spot offer."""
+    return (
+        f"capture_probe is full, but on {offer} the checkpoint check would run without its "
+        "rehearsal: the rehearsal runs on on-demand machines only, as a real checkpoint cannot "
+        "be cut short"
+    )
+
+
 def rehearsed(where: str, size_bytes: int, seconds: float) -> str:
     return (
         f"The checkpoint check rehearsed a real checkpoint on this machine's disk: "

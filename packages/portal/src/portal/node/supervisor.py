@@ -22,12 +22,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import attrs
 from msgspec import to_builtins
 
 from portal.control import wording
 from portal.control.backlog import BACKLOG_NAME, apply_entry
-from portal.control.carry import problem_key
+from portal.control.carry import probe_settings_for_job, problem_key
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.builtin.local_notices import NOTICE_DIR_ENV, withdraw_notice
@@ -828,17 +827,7 @@ class _ProbeSchedule:
     @classmethod
     def for_job(cls, settings: Settings, environ: Mapping[str, str]) -> _ProbeSchedule:
         """The settings, overridden by the job's own PORTAL_CAPTURE_PROBE(_EVERY_S)."""
-        with contextlib.suppress(Exception):
-            own = Settings.load(environ=environ)
-            settings = attrs.evolve(
-                settings,
-                capture_probe=own.capture_probe
-                if environ.get("PORTAL_CAPTURE_PROBE")
-                else settings.capture_probe,
-                capture_probe_every_s=own.capture_probe_every_s
-                if environ.get("PORTAL_CAPTURE_PROBE_EVERY_S")
-                else settings.capture_probe_every_s,
-            )
+        settings = probe_settings_for_job(settings, environ)
         try:
             blocked_after = float(environ.get(BLOCKED_AFTER_ENV, BLOCKED_AFTER_S))
         except ValueError:
