@@ -58,9 +58,10 @@ import torch
 
 cell = torch.nn.RNNCell(3, 5)
 h = torch.zeros(1, 5)
-print("looping", flush=True)
 for step in range(100000):
     h = cell(torch.ones(1, 3), h)  # never detached, never backward(): the graph only grows
+    if step == 10:  # from here on h is always in a graph (before the loop it is not)
+        print("looping", flush=True)
     time.sleep(0.001)
 """
 
@@ -69,6 +70,22 @@ def _write(tmp: Path, source: str) -> Path:
     script = tmp / "job.py"
     script.write_text(textwrap.dedent(source))
     return script
+
+
+def _run(
+    script: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str, str]:
+    """``script`` under the runtime, in its directory: (process, checkpoint path, socket)."""
+    work = short_dir()
+    ckpt, sock = os.path.join(work, "ck.portal"), os.path.join(work, "c.sock")
+    proc = subprocess.Popen(
+        runtime("run", "--control", sock, "--checkpoint", ckpt, str(script), *args),
+        cwd=script.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
+    return proc, ckpt, sock
 
 
 def _plain(script: Path, *args: str) -> bytes:
@@ -97,14 +114,8 @@ def test_a_sigterm_before_backward_is_taken_after_it_and_the_resume_matches(
 ) -> None:
     script = _write(tmp_path, STEP)
     expected = _plain(script)
-    work = short_dir()
-    ckpt, sock = os.path.join(work, "ck.portal"), os.path.join(work, "c.sock")
-    proc = subprocess.Popen(
-        runtime("run", "--control", sock, "--checkpoint", ckpt, str(script)),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "SIGTERM_AT_STEP_1": "1", "START_FLAG": str(tmp_path / "start")},
+    proc, ckpt, sock = _run(
+        script, env={"SIGTERM_AT_STEP_1": "1", "START_FLAG": str(tmp_path / "start")}
     )
     control = connect(proc, sock)
     assert control is not None
@@ -131,14 +142,7 @@ def test_a_check_between_forward_and_backward_waits_and_names_nothing(tmp_path: 
     never carry), and the script's output is untouched."""
     script = _write(tmp_path, STEP)
     flag = tmp_path / "go"
-    work = short_dir()
-    ckpt, sock = os.path.join(work, "ck.portal"), os.path.join(work, "c.sock")
-    proc = subprocess.Popen(
-        runtime("run", "--control", sock, "--checkpoint", ckpt, str(script), str(flag)),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc, _, sock = _run(script, str(flag))
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
@@ -164,14 +168,7 @@ def test_a_check_between_forward_and_backward_waits_and_names_nothing(tmp_path: 
 
 def test_a_graph_never_used_holds_the_pause_until_its_deadline_named(tmp_path: Path) -> None:
     script = _write(tmp_path, NEVER_USED)
-    work = short_dir()
-    ckpt, sock = os.path.join(work, "ck.portal"), os.path.join(work, "c.sock")
-    proc = subprocess.Popen(
-        runtime("run", "--control", sock, "--checkpoint", ckpt, str(script)),
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc, ckpt, sock = _run(script)
     try:
         control = connect(proc, sock)
         assert control is not None
