@@ -461,7 +461,7 @@ class Engine:
     def _probe_waits(
         self,
         wanted: _ProbeWanted,
-        problems: Sequence[Problem] | Sequence[ProblemRecord],
+        problems: Sequence[Problem],
         *,
         back_off: bool = True,
         ready: Callable[[], bool] | None = None,
@@ -474,9 +474,7 @@ class Engine:
                 self._probe = wanted
         if back_off:
             wanted.wait(self._clock(), ready)
-        records = [
-            p if isinstance(p, ProblemRecord) else ProblemRecord(**p.to_dict()) for p in problems
-        ]
+        records = [ProblemRecord(**p.to_dict()) for p in problems]
         current = frozenset((p.name, p.type_name, p.reason) for p in records)
         if current != self._probe_reported:
             self._probe_reported = current
@@ -642,7 +640,7 @@ def _ready(ready: Callable[[], bool] | None) -> bool:
         return True
 
 
-def _waiting(problems: Sequence[Problem] | Sequence[ProblemRecord]) -> bool:
+def _waiting(problems: Sequence[Problem]) -> bool:
     """Whether ``problems`` only say "not at this line" (positions, values needing a later
     line): a walk then waits for a later safe point instead of reporting them."""
     return bool(problems) and all(p.kind == "position" for p in problems)
