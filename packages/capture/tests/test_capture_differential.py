@@ -18,6 +18,7 @@ CORPUS_SCRIPTS = [
     "uses_module.py",
     "recursion.py",
     "closures.py",
+    "generators.py",
 ]
 CHAINS = 3
 

@@ -1,7 +1,7 @@
 """The checkpoint check names each value a checkpoint cannot carry exactly once, as the script
 knows it, with its type, the serializer's reason and the line where it was checked: a hash
-object, a socket, a lock, a running thread, an open file and a generator partway, in globals and
-in locals three calls deep. Once the script lets go of them, the check passes."""
+object, a socket, a lock, a running thread, an open file and a library's generator partway, in
+globals and in locals three calls deep. Once the script lets go of them, the check passes."""
 
 from __future__ import annotations
 
@@ -24,7 +24,11 @@ THREAD = (
     "TypeError: cannot pickle 'Thread' object (it is part of the process)",
 )
 FILE = ("_io.TextIOWrapper", "TypeError: cannot pickle '_io.TextIOWrapper' object")
-GENERATOR = ("generator", "TypeError: cannot pickle 'generator' object")
+GENERATOR = (
+    "generator",
+    "TypeError: cannot pickle 'generator' object: Calendar.itermonthdates of calendar is a library's generator partway "
+    "through (only generators of the script and its own modules are carried)",
+)
 
 
 def _line(marker: str) -> int:

@@ -34,7 +34,7 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild
+from portal.capture import _rebuild, generators
 
 __all__ = [
     "CheckpointPickler",
@@ -161,9 +161,10 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def _reduce_generator(self, gen: types.GeneratorType[Any, Any, Any]) -> Any:
         reducer = self._plugin_reducers.get(gen.gi_code)
-        if reducer is None:
-            return _DEFAULT  # cloudpickle refuses it by name: the engine reports the problem
-        return reducer(gen)
+        if reducer is not None:
+            return reducer(gen)
+        # The user's own generators travel as frames; a library's is refused by name.
+        return generators.reduce_generator(gen, self._namespaces, self.namespace_ref)
 
     def _reduce_module(self, obj: types.ModuleType) -> Any:
         if obj.__name__ in self._user_modules and sys.modules.get(obj.__name__) is obj:
