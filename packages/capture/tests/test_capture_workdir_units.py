@@ -164,3 +164,36 @@ def test_an_existing_link_in_place_of_a_file_is_replaced_not_followed(tmp_path: 
     restore_files(str(root), WorkdirFiles([WorkdirEntry("out.txt", "f", 0o600, 0, b"new")], None))
     assert not (root / "out.txt").is_symlink() and (root / "out.txt").read_bytes() == b"new"
     assert victim.read_text() == "untouched"
+
+
+def test_a_changed_file_held_open_elsewhere_is_not_rolled_back(tmp_path: Path) -> None:
+    """A shell's ``> out.txt`` of the resumed runtime (or any other writer) keeps its file: a
+    restore that replaced it would leave that writer writing into a file nobody sees."""
+    import subprocess
+    import time
+
+    from portal.capture.notes import restore_notes
+
+    root = tmp_path / "job"
+    root.mkdir()
+    (root / "out.txt").write_text("before the pause\n")
+    (root / "results.txt").write_text("at the pause\n")
+    files, _ = scan(str(root))
+    (root / "results.txt").write_text("written after the checkpoint by the lost attempt\n")
+    with open(root / "out.txt", "w") as out:  # the redirect truncates it, then a writer writes
+        writer = subprocess.Popen(
+            ["sh", "-c", "echo resumed output; sleep 30"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 10
+        while (root / "out.txt").read_text() == "" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        restore_files(str(root), files)
+        assert (root / "out.txt").read_text() == "resumed output\n"
+        assert (root / "results.txt").read_text() == "at the pause\n"  # nobody holds it
+        assert any(
+            "out.txt in the working directory was left as it is" in n for n in restore_notes()
+        )
+    finally:
+        writer.kill()
+        writer.wait()

@@ -28,7 +28,10 @@ it continues. The spec lists "the files in the working directory" in what a chec
 * **Restoring is checked**: every entry is checked before anything is written; an entry that
   would write outside the directory (an absolute path, ``..``, a link or an existing directory
   link that leads out) is refused with :class:`UnsafeWorkdirEntryError` naming it, and the
-  resume stops. A file already there with the same size and modification time is left as is.
+  resume stops. A file already there with the same size and modification time is left as is,
+  and so is a changed file that a process holds open (the resumed runtime's own redirected
+  output, say): rolling it back would replace it under that process's writes. The restore says
+  which it left, in a note that reaches the job's events.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import Any, ClassVar, Final, NamedTuple
 
 import pathspec
 
+from portal.capture.notes import note_on_restore
 from portal.core.errors import CapturePortalError
 from portal.core.specs import CaptureExtensionSpec
 
@@ -331,6 +335,7 @@ def restore_files(root: str, files: WorkdirFiles) -> None:
         _MOVED[:] = [(files.root, os.path.abspath(root))]
     root_real = os.path.realpath(root)
     links = []
+    held: set[tuple[int, int]] | None = None  # read once, the first time a file would change
     for entry in files.entries:
         if entry.kind == "l":
             links.append(entry)
@@ -342,8 +347,21 @@ def restore_files(root: str, files: WorkdirFiles) -> None:
                 _clear(full)
                 os.mkdir(full)
             os.chmod(full, entry.mode | 0o700)
-        else:
-            _write_file(full, entry)
+            continue
+        current = _unchanged_or_inode(full, entry)
+        if current is True:
+            continue
+        if current is not None:
+            if held is None:
+                held = held_open_files()
+            if current in held:
+                note_on_restore(
+                    f"{entry.path} in the working directory was left as it is, not rolled back "
+                    "to the checkpoint: it is open in another process or as this one's "
+                    "redirected output, whose writes would be lost"
+                )
+                continue
+        _write_file(full, entry)
     for entry in links:  # last: no file is written through a link made here
         _parent_inside(root_real, root, entry.path)
         full = os.path.join(root, entry.path)
@@ -362,16 +380,51 @@ def restore_files(root: str, files: WorkdirFiles) -> None:
             os.chdir(target)
 
 
+def _unchanged_or_inode(full: str, entry: WorkdirEntry) -> bool | tuple[int, int] | None:
+    """True when the regular file at ``full`` is already ``entry`` (same size and modification
+    time: a resume on the same machine), else its (device, inode), or None when there is none."""
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size == memoryview(entry.data).nbytes and st.st_mtime_ns == entry.mtime_ns:
+        return True
+    return (st.st_dev, st.st_ino)
+
+
+def held_open_files() -> set[tuple[int, int]]:
+    """(device, inode) of every file some process has open, this one included (what Linux's
+    ``/proc/PID/fd`` shows this user).
+
+    A restore replaces a changed file with a new one (an atomic rename), so a process writing
+    to the old one would write into a file nobody sees any more: a shell's ``> out.txt`` of the
+    resumed runtime itself, or a ``tail -f`` writer beside the job. Such a file is left as it is.
+    """
+    found: set[tuple[int, int]] = set()
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
 def _write_file(full: str, entry: WorkdirEntry) -> None:
     data = memoryview(entry.data).cast("B")
-    with contextlib.suppress(OSError):
-        st = os.lstat(full)
-        if (
-            stat.S_ISREG(st.st_mode)
-            and st.st_size == data.nbytes
-            and st.st_mtime_ns == entry.mtime_ns
-        ):
-            return  # already there (a resume on the same machine)
     directory = os.path.dirname(full)
     fd, tmp = tempfile.mkstemp(prefix=".portal-restore-", dir=directory)
     try:
