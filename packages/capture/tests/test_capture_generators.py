@@ -239,3 +239,13 @@ def test_throw_and_close_meet_the_handlers_around_the_yield(how: str) -> None:
         results.append((got, list(log), inspect.getgeneratorstate(gen)))
     assert results[0] == results[1]
     assert results[1][1][-1] != ("enter", "w") or how == "send"
+
+
+def test_a_generator_expression_partway_travels() -> None:
+    module = _user_module("def squares(data):\n    return (x * x for x in data if x != 2)\n")
+    gen = module.squares([1, 2, 3, 4, 5])
+    fresh = _roundtrip(gen, module)
+    assert next(gen) == 1
+    moved = _roundtrip(gen, module)
+    assert list(fresh) == [1, 9, 16, 25]
+    assert list(moved) == list(gen) == [9, 16, 25]
