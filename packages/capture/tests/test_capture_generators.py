@@ -135,7 +135,7 @@ def _drive(gen: Any, actions: list[tuple[Any, ...]]) -> list[object]:
 
 
 @settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -249,3 +249,30 @@ def test_a_generator_expression_partway_travels() -> None:
     moved = _roundtrip(gen, module)
     assert list(fresh) == [1, 9, 16, 25]
     assert list(moved) == list(gen) == [9, 16, 25]
+
+
+@pytest.mark.parametrize("handler", ["except", "finally"])
+def test_a_throw_inside_yield_from_unwinds_through_the_delegating_generator(handler: str) -> None:
+    """3.11 finds the ``SEND`` before the ``YIELD_VALUE`` to leave a ``yield from`` loop: the
+    rebuilt generator must be suspended at the original instruction, not a copy."""
+    guard = (
+        "except KeyError as e:\n        log.append(('caught', str(e)))\n        yield 'caught'\n"
+        if handler == "except"
+        else "finally:\n        log.append('finally')\n"
+    )
+    module = _user_module(
+        "def outer(log):\n"
+        "    try:\n"
+        "        total = yield from sub(2, log)\n"
+        f"    {guard}"
+        "    yield 'end'\n"
+    )
+    results = []
+    for copy in (False, True):
+        log: list[object] = []
+        gen = module.outer(log)
+        next(gen)
+        if copy:
+            gen, log = _roundtrip((gen, log), module)
+        results.append((_drive(gen, [("throw",), ("next",)]), list(log)))
+    assert results[0] == results[1]

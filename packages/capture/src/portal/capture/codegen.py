@@ -266,7 +266,7 @@ def build_resumed_code(
     call_at: int | None = None,
     prefilled: int = 0,
     generator: bool = False,
-    yield_at: int | None = None,
+    at_yield: bool = False,
 ) -> ResumedCode:
     """A code object that restores ``slots`` and ``stack`` and continues ``code`` at ``resume_at``.
 
@@ -284,14 +284,13 @@ def build_resumed_code(
     :param generator: ``code`` is a generator function's: the prologue starts as its own does
         (``RETURN_GENERATOR; POP_TOP``), so calling the function makes a generator that has not
         started, and the slots are restored when it first runs.
-    :param yield_at: for a generator suspended at a ``yield``, the offset of that
-        ``YIELD_VALUE``: after the saved stack the prologue yields ``None`` from a copy of that
-        instruction and of the ``RESUME`` after it (with the exception-table entry that covers
-        the original), so that once advanced to it (see :func:`portal.capture._rebuild`), the
-        new generator is suspended at a yield exactly as the old one was: ``send``, ``throw``
-        and ``close`` then act as they would have there, and ``yield from`` delegates to the
-        sub-iterator on its stack. Resuming it jumps past the original ``RESUME`` with the
-        value sent on the stack, as the original would have continued.
+    :param at_yield: for a generator suspended at a ``yield``: ``resume_at`` is that
+        ``YIELD_VALUE``, and the prologue pushes ``None`` after the saved stack and jumps to it.
+        Advanced once (see :mod:`portal.capture.generators`), the new generator yields that
+        ``None`` from the original instruction and is then suspended where the old one was, at
+        the same instruction with the same stack: ``send``, ``throw`` and ``close`` meet the
+        same exception-table entries, and inside ``yield from`` the interpreter finds the
+        ``SEND`` before it and the sub-iterator on the stack, as it expects.
     """
     if resume_at % 2 or not 0 <= resume_at < len(code.co_code):
         raise ValueError(f"resume offset {resume_at} is outside {code.co_name}'s bytecode")
@@ -319,10 +318,10 @@ def build_resumed_code(
     call_entry: ExceptionEntry | None = None
     entries = decode_exception_table(code.co_exceptiontable)
     jump_position = _NO_POSITION
-    if yield_at is not None:
-        if not generator or call is not None:
-            raise ValueError("only a generator's own frame can be suspended at a yield")
-        call_entry, jump_position = _emit_yield(asm, original, positions, entries, yield_at)
+    if at_yield:
+        if not generator or call is not None or dis.opname[original[resume_at]] != "YIELD_VALUE":
+            raise ValueError(f"no yield of a generator at offset {resume_at}")
+        asm.emit("LOAD_CONST", asm.const(None))  # what the original YIELD_VALUE yields once
     if call is not None:
         if call_at is None:
             raise ValueError("an outer frame needs the offset of its original call")
@@ -369,17 +368,6 @@ def build_resumed_code(
     return ResumedCode(new_code, prologue, call_end)
 
 
-def _instruction_at(code: bytes, offset: int) -> tuple[str, int, int]:
-    """Name, argument (``EXTENDED_ARG`` prefixes folded in) and end of the instruction that
-    starts at ``offset`` (or at the ``EXTENDED_ARG`` prefixes just before it)."""
-    arg = 0
-    while code[offset] == _EXTENDED_ARG:
-        arg = (arg | code[offset + 1]) << 8
-        offset += 2
-    name = dis.opname[code[offset]]
-    return name, arg | code[offset + 1], offset + 2 + 2 * cache_entries(name)
-
-
 def yield_offset(code: CodeType, lasti: int) -> int:
     """The offset of the ``YIELD_VALUE`` a suspended generator of ``code`` waits at, from its
     frame's ``f_lasti`` (3.11 and 3.12 point at the ``YIELD_VALUE``, 3.13 at the ``RESUME``
@@ -390,29 +378,6 @@ def yield_offset(code: CodeType, lasti: int) -> int:
     if lasti >= 2 and dis.opname[raw[lasti - 2]] == "YIELD_VALUE":
         return lasti - 2
     raise ValueError(f"{code.co_qualname} is not suspended at a yield (offset {lasti})")
-
-
-def _emit_yield(
-    asm: _Assembler,
-    original: bytes,
-    positions: Sequence[Position],
-    entries: Sequence[ExceptionEntry],
-    yield_at: int,
-) -> tuple[ExceptionEntry | None, Position]:
-    """``LOAD_CONST None``, then copies of the original ``YIELD_VALUE`` and ``RESUME``; returns
-    the exception-table entry for them (the original yield's, moved) and their position."""
-    name, yield_arg, resume_at = _instruction_at(original, yield_at)
-    resume_name, resume_arg, _ = _instruction_at(original, resume_at)
-    if name != "YIELD_VALUE" or resume_name != "RESUME":
-        raise ValueError(f"no yield at offset {yield_at} ({name}, then {resume_name})")
-    position = _position_of_instruction(original, positions, yield_at)
-    asm.emit("LOAD_CONST", asm.const(None), position)
-    start = len(asm.code)
-    asm.emit("YIELD_VALUE", yield_arg, position)
-    asm.emit("RESUME", resume_arg, position)
-    entry = covering_entry(entries, yield_at)
-    moved = None if entry is None else entry._replace(start=start, end=len(asm.code))
-    return moved, position
 
 
 def _position_of_instruction(code: bytes, positions: Sequence[Position], offset: int) -> Position:

@@ -10,11 +10,11 @@ A generator travels in one of three states:
 
 * **suspended** at a ``yield`` (perhaps inside ``yield from`` another generator, which is then
   on its stack and travels too): rebuilt as a new generator of a resumed code object that
-  restores the slots and the stack and yields once from a copy of the original ``YIELD_VALUE``;
-  it is advanced to that yield at load, so it is suspended *at a yield* as the original was:
-  ``next``/``send`` continue after the original ``yield`` with the value sent, ``throw`` and
-  ``close`` meet the same ``try``/``finally``/``with`` blocks, ``gi_yieldfrom`` is the same
-  sub-iterator;
+  restores the slots and the stack and jumps into the original ``YIELD_VALUE`` with ``None``
+  to yield; it is advanced once at load, so it is then suspended at the very instruction the
+  original was, with the same stack: ``next``/``send`` continue after the ``yield`` with the
+  value sent, ``throw`` and ``close`` meet the same ``try``/``finally``/``with`` blocks, and
+  inside ``yield from`` the sub-iterator is delegated to as before (``gi_yieldfrom``);
 * **created**, not started yet: its arguments are in its frame; it is made again by calling the
   function with them (its code is the original, so it can be carried again as it is);
 * **finished** (exhausted or closed): an exhausted generator of the same name.
@@ -71,14 +71,11 @@ def reduce_generator(
     lasti = frame.f_lasti
     info = RESUMED_CODE.get(id(code))
     if info is not None and info.code is code:  # a generator rebuilt by an earlier resume
-        if lasti < info.prologue:
-            if info.resume_at is None:
-                raise TypeError(
-                    f"cannot pickle 'generator' object: {gen.__qualname__} is being restored"
-                )
-            yield_at = info.resume_at  # still at the prologue's yield: the original's
-        else:
-            yield_at = codegen.yield_offset(info.original, lasti - info.prologue)
+        if lasti < info.prologue:  # never advanced into its code: its load was cut short
+            raise TypeError(
+                f"cannot pickle 'generator' object: {gen.__qualname__} is being restored"
+            )
+        yield_at = codegen.yield_offset(info.original, lasti - info.prologue)
         code = info.original
     elif gen.gi_suspended:
         yield_at = codegen.yield_offset(code, lasti)
@@ -164,16 +161,14 @@ def suspended_generator(
     argument_slots = code.co_argcount + code.co_kwonlyargcount
     argument_slots += bool(code.co_flags & inspect.CO_VARARGS)
     argument_slots += bool(code.co_flags & inspect.CO_VARKEYWORDS)
-    _, _, after_yield = codegen._instruction_at(code.co_code, yield_at)
-    _, _, continue_at = codegen._instruction_at(code.co_code, after_yield)
     resumed = codegen.build_resumed_code(
         code,
         slots=slots,
         stack=stack,
-        resume_at=continue_at,
+        resume_at=yield_at,
         prefilled=argument_slots,
         generator=True,
-        yield_at=yield_at,
+        at_yield=True,
     )
     RESUMED_CODE[id(resumed.code)] = ResumedInfo(
         code=resumed.code,
@@ -190,7 +185,7 @@ def suspended_generator(
         names = code.co_varnames[first : first + code.co_kwonlyargcount]
         func.__kwdefaults__ = dict.fromkeys(names)
     gen = func()
-    if next(gen) is not None:  # runs the prologue up to its yield (which yields None)
+    if next(gen) is not None:  # runs the prologue into the original yield (which yields None)
         raise AssertionError("a rebuilt generator's prologue yielded a value")
     return gen
 
