@@ -84,3 +84,7 @@ for r in range(4):
     res, point = run(child, point, slotted)
     print(r, sum(res), child.size, point, slotted.a, slotted.b, tracker.entered, tracker.depth)
 print("done", isinstance(child, Base), type(point).__name__)
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -47,3 +47,7 @@ while i < 60:
     time.sleep(0.004)
     i += 1
 print("done", state, peek(), push.__closure__[0].cell_contents is peek.__closure__[0].cell_contents)
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

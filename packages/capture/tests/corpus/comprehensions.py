@@ -34,3 +34,7 @@ def work(r):
 for r in range(5):
     print(r, work(r))
 print("done")
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -24,3 +24,7 @@ for step in range(120):
     if step % 20 == 0:
         print(step, check())
 print("done", check(), len(records))
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -97,3 +97,7 @@ for i in logged(6, log):
     print("logged", i, log.lines)
     time.sleep(0.02)
 print("later", list(later), list(finished), acc.value, log.lines)
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -36,3 +36,7 @@ for round_ in range(6):
     grand += fib(10)
     print("round", round_, grand)
 print("done", grand)
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -45,3 +45,7 @@ for r in range(12):
     results.append(is_even(r + 10))
     print(r, results[-2:], read())
 print("done", sum(x for x in results if not isinstance(x, bool)), read())
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

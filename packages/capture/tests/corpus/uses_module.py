@@ -19,3 +19,7 @@ for r in range(6):
     value = drive(15)
     print(r, value, corpus_helper.counter, len(corpus_helper.history), isinstance(acc, corpus_helper.Accumulator))
 print("done", corpus_helper.history[-3:], corpus_helper.Accumulator is Accumulator)
+
+import corpus_helper  # noqa: E402
+
+corpus_helper.check_globals()

@@ -294,7 +294,14 @@ def take_snapshot(
     :param history: problems that deferred this pause before, for the header.
     """
     safe_point_time = time.time()
-    user_modules = ctx.user_code.user_modules()
+    # Each namespace travels once, under one name: a module that is the script's own namespace
+    # under another name (``__mp_main__``) would otherwise take that namespace's entry, and the
+    # program's functions would come back bound to a copy of it (see UserCode.user_modules).
+    user_modules = [
+        (name, m)
+        for name, m in ctx.user_code.user_modules()
+        if m.__dict__ is not ctx.main_namespace
+    ]
     namespaces = {id(ctx.main_namespace): "__main__"}
     namespaces.update({id(m.__dict__): name for name, m in user_modules})
     modules = [ModuleRecord("__main__", _namespace_contents(ctx.main_namespace))]

@@ -59,15 +59,34 @@ class UserCode:
         return self.is_user_file(code.co_filename)
 
     def user_modules(self) -> list[tuple[str, types.ModuleType]]:
-        """Loaded user modules (not ``__main__``), in load order."""
-        found = []
+        """Loaded user modules (not ``__main__``), in load order, each module object once.
+
+        ``sys.modules`` may hold one module under a second name: ``import multiprocessing``
+        (torch does it) sets ``sys.modules["__mp_main__"] = sys.modules["__main__"]``, and a
+        program may alias a module of its own the same way. Such an alias is not another
+        module. Listed as one, its namespace would travel as a separate copy: every function
+        of the module would come back bound to that copy's ``__dict__`` (the checkpoint names
+        a namespace by the *last* name that has it), while the module (and a resumed frame of
+        its) runs in the real one, so a global one side assigns the other never sees. So an
+        alias of ``__main__`` is left out, and a module under several names is listed under
+        its own ``__name__`` (or, failing that, under the first).
+        """
+        main = sys.modules.get("__main__")
+        chosen: dict[int, tuple[str, types.ModuleType]] = {}
         for name, module in list(sys.modules.items()):
             if name == "__main__" or not isinstance(module, types.ModuleType):
+                continue
+            if module is main:
                 continue
             file = getattr(module, "__file__", None)
             # Imported modules carry absolute paths; a relative ``__file__`` is a library's
             # synthetic module (``torch.ops`` says "_ops.py"), which must not be mistaken for a
             # file of the script's directory when the job runs from there.
-            if isinstance(file, str) and os.path.isabs(file) and self.is_user_file(file):
-                found.append((name, module))
-        return found
+            if (
+                isinstance(file, str)
+                and os.path.isabs(file)
+                and self.is_user_file(file)
+                and (id(module) not in chosen or name == module.__name__)
+            ):
+                chosen[id(module)] = (name, module)
+        return list(chosen.values())
