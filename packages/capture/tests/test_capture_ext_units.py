@@ -4,11 +4,11 @@ global generators and logging handlers shared."""
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import pickle
 import random
+import socket
 import sys
 import warnings
 from pathlib import Path
@@ -165,6 +165,10 @@ def test_logging_handlers_come_back_shared_and_appending(tmp_path: Path) -> None
 
 
 def test_a_handler_on_another_stream_is_refused() -> None:
-    handler = logging.StreamHandler(io.StringIO())
-    with pytest.raises(TypeError):
-        _roundtrip(handler)
+    # (A StringIO holds nothing of the process's: it travels by value. A socket does not.)
+    left, right = socket.socketpair()
+    with left, right, left.makefile("w") as stream:
+        handler = logging.StreamHandler(stream)
+        with pytest.raises(TypeError, match="SocketIO"):
+            _roundtrip(handler)
+        handler.close()

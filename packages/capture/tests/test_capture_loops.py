@@ -5,13 +5,13 @@ moments and resumed in new processes prints byte for byte what an uninterrupted 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import pickle
 import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -140,9 +140,13 @@ def test_a_tqdm_bar_continues_at_its_count_without_drawing(
 
 
 def test_a_bar_on_a_stream_of_this_process_is_refused() -> None:
-    bar = tqdm_module.tqdm(total=3, file=io.StringIO())
-    with pytest.raises(TypeError, match="StringIO"):
-        roundtrip(bar)
+    # (A StringIO holds nothing of the process's: it travels by value. A socket does not.)
+    left, right = socket.socketpair()
+    with left, right, left.makefile("w") as stream:
+        bar = tqdm_module.tqdm(total=3, file=stream)
+        with pytest.raises(TypeError, match="SocketIO"):
+            roundtrip(bar)
+        bar.close()
 
 
 def _chain_pausing_at_steps(

@@ -4,11 +4,12 @@ format: rename none of them (old checkpoints name them)."""
 from __future__ import annotations
 
 import builtins
-import functools
 import marshal
 import sys
 import types
 from typing import Any
+
+from portal.capture import caches
 
 __all__ = [
     "load_code",
@@ -69,13 +70,15 @@ def set_function_state(func: types.FunctionType, state: dict[str, Any]) -> None:
 
 
 def lru_cache(func: Any, maxsize: int | None, typed: bool) -> Any:
-    """An ``functools.lru_cache`` wrapper around ``func``, empty: a cache is rebuilt, not
-    carried (pickle would look the wrapper up by name in a namespace not yet filled)."""
-    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
+    """An ``functools.lru_cache`` wrapper around ``func`` (checkpoints made before caches were
+    carried name this; newer ones name :func:`portal.capture.caches.rebuild_lru_cache`)."""
+    return caches.rebuild_lru_cache(func, maxsize, typed)
 
 
 def set_wrapper_state(wrapper: Any, state: dict[str, Any]) -> None:
-    wrapper.__dict__.update(state)
+    """The wrapper's attributes, from a checkpoint made before caches were carried (its cache
+    comes back empty); newer ones name :func:`portal.capture.caches.restore_lru_cache`."""
+    caches.restore_wrapper_attributes(wrapper, state)
 
 
 def std_stream(name: str) -> Any:

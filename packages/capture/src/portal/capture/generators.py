@@ -33,8 +33,8 @@ from __future__ import annotations
 import builtins
 import inspect
 import types
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 from portal.capture import codegen, frames
 
@@ -135,10 +135,10 @@ def created_generator(
     }
     at += code.co_kwonlyargcount
     if code.co_flags & inspect.CO_VARARGS:
-        args.extend(_contents(slots[at]))  # type: ignore[call-overload]
+        args.extend(cast("tuple[object, ...]", _contents(slots[at])))
         at += 1
     if code.co_flags & inspect.CO_VARKEYWORDS:
-        kwargs.update(_contents(slots[at]))  # type: ignore[call-overload]
+        kwargs.update(cast("dict[str, object]", _contents(slots[at])))
     gen = _function(code, globals_, name, qualname, slots, code)(*args, **kwargs)
     if not isinstance(gen, types.GeneratorType):
         raise TypeError(f"{qualname} did not make a generator")
@@ -185,6 +185,8 @@ def suspended_generator(
         names = code.co_varnames[first : first + code.co_kwonlyargcount]
         func.__kwdefaults__ = dict.fromkeys(names)
     gen = func()
+    if not isinstance(gen, types.GeneratorType):
+        raise TypeError(f"{qualname} did not make a generator")
     if next(gen) is not None:  # runs the prologue into the original yield (which yields None)
         raise AssertionError("a rebuilt generator's prologue yielded a value")
     return gen
@@ -193,11 +195,11 @@ def suspended_generator(
 def finished_generator(name: str, qualname: str) -> types.GeneratorType[Any, Any, Any]:
     """A generator that has finished (``next`` raises ``StopIteration``)."""
 
-    def finished() -> Any:
+    def finished() -> Iterator[Any]:
         return
         yield  # pragma: no cover - makes this a generator function
 
-    gen = finished()
+    gen = cast("types.GeneratorType[Any, Any, Any]", finished())
     gen.__name__ = name
     gen.__qualname__ = qualname
     gen.close()

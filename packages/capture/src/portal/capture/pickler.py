@@ -34,7 +34,7 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, generators
+from portal.capture import _rebuild, caches, generators
 
 __all__ = [
     "CheckpointPickler",
@@ -42,6 +42,7 @@ __all__ = [
     "Reducer",
     "dumps",
     "resolve_reducers",
+    "std_stream_ref",
 ]
 
 Reducer = Callable[[Any], Any]
@@ -181,15 +182,27 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             or id(wrapped.__globals__) not in self._namespaces
         ):
             return NotImplemented  # a library's cached function: by reference
+        # Carried with its contents, LRU order and statistics (portal.capture.caches); contents
+        # that cannot travel (a cached connection, say) leave it empty, as a new process would.
         params = wrapper.cache_parameters()
-        state = {k: v for k, v in wrapper.__dict__.items() if k != "__wrapped__"}
+        state = caches.lru_cache_state(wrapper)
+        if state["entries"]:
+            error = pickle_error(
+                state["entries"], namespaces=self._namespaces, reducers=self._plugin_reducers
+            )
+            if error is not None:
+                from portal.core.specs import WaitForSafePoint
+
+                if isinstance(error, WaitForSafePoint):
+                    raise error  # carried a few lines later
+                state = caches.without_contents(state, f"{type(error).__name__}: {error}")
         return (
-            _rebuild.lru_cache,
+            caches.rebuild_lru_cache,
             (wrapped, params["maxsize"], params["typed"]),
             state,
             None,
             None,
-            _rebuild.set_wrapper_state,
+            caches.restore_lru_cache,
         )
 
     def _reduce_function(self, func: types.FunctionType) -> Any:
@@ -252,12 +265,24 @@ def _refuse_process_bound(obj: object) -> Any:
     raise TypeError(f"cannot pickle {type(obj).__name__!r} object (it is part of the process)")
 
 
-def _reduce_stream(obj: object) -> Any:
+def std_stream_ref(obj: object) -> tuple[Callable[[str], Any], tuple[str]] | None:
+    """How ``obj`` pickles when it is ``sys.stdout``, ``sys.stderr``, ``sys.stdin`` or one of
+    their ``__std*__`` originals: by reference, as the resumed process's own stream (a stream is
+    the process's own). None for any other object. Plugins that reduce streams (the built-in
+    ``capture_files``) ask this first."""
     for name in _STD_STREAMS:
         if getattr(sys, name, None) is obj:
             return (_rebuild.std_stream, (name,))
+    return None
+
+
+def _reduce_stream(obj: object) -> Any:
+    ref = std_stream_ref(obj)
+    if ref is not None:
+        return ref
     # Any other stream is the process's own (cloudpickle would read a file's contents into a
-    # StringIO, which a program continuing to read or write it would not notice).
+    # StringIO, which a program continuing to read or write it would not notice). The
+    # ``capture_files`` plugin carries closed files and the working directory's open ones.
     t = type(obj)
     raise TypeError(f"cannot pickle '{t.__module__}.{t.__qualname__}' object")
 

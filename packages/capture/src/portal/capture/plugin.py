@@ -13,6 +13,8 @@ from __future__ import annotations
 from portal.capture.extensions import (
     arrays,
     environment,
+    files,
+    iterators,
     logging_state,
     loops,
     rng,
@@ -55,4 +57,6 @@ def portal_serializers() -> list[SerializerSpec]:
         *arrays.serializer_specs(),
         *tensors.serializer_specs(),
         *loops.serializer_specs(),
+        *iterators.serializer_specs(),
+        *files.serializer_specs(),
     ]

@@ -3,9 +3,12 @@
 Order matters. Installed modules are imported first ("imports run again on the new machine"),
 then empty module objects are made for ``__main__`` and the user modules so the pickle can refer
 to their namespaces by name; the one pickle loads; the namespaces are filled; capture extensions
-restore their process-level state; and the frames are rebuilt innermost first, each outer frame's
-prologue calling the resumed function of the frame inside it. The caller executes the returned
-module code in ``__main__``'s namespace.
+restore their process-level state; the rebuilds the pickle deferred until then run, in the order
+the pickle made them (:func:`after_restore`: an open file of the working directory stands on a
+placeholder while the pickle loads and is opened only now, once the directory's files are back);
+and the frames are rebuilt innermost first, each outer frame's prologue calling the resumed
+function of the frame inside it. The caller executes the returned module code in ``__main__``'s
+namespace.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import io
 import pickle
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import Any, NamedTuple
 
@@ -26,12 +29,32 @@ from portal.capture.frames import local_slot_count
 from portal.capture.image import CheckpointImage
 from portal.capture.snapshot import CaptureExtension, FrameRecord, ResumedInfo, Snapshot
 
-__all__ = ["RESUMED_CODE", "Restored", "build_frames", "restore"]
+__all__ = ["RESUMED_CODE", "Restored", "after_restore", "build_frames", "restore"]
 
 #: Runtime singleton: resumed code objects by ``id`` -> how they map to the original code, so a
 #: resumed program can pause again (including frames still waiting inside their prologue call).
 #: Entries keep their code objects alive, so an ``id`` is never reused while it is listed.
 RESUMED_CODE: dict[int, ResumedInfo] = {}
+
+
+#: Runtime singleton: one list per :func:`restore` in progress, of the rebuilds deferred to the
+#: end of its extensions' restore (see :func:`after_restore`).
+_DEFERRED: list[list[Callable[[], None]]] = []
+
+
+def after_restore(rebuild: Callable[[], None]) -> None:
+    """Run ``rebuild`` once the checkpoint :func:`restore` is loading has restored its capture
+    extensions (after every one of them, before the frames are rebuilt and the program
+    continues); rebuilds run in the order they were asked for, which is the order the pickle
+    made their objects (an object's parts first). For a function the pickle calls while
+    loading, whose object needs the process-level state back first (an open file of the working
+    directory, which a new machine has only once ``workdir_files`` restored it): it makes a
+    stand-in of the object at once and asks for the rest here. Outside a restore (a plain
+    ``pickle.loads``) it runs now."""
+    if _DEFERRED:
+        _DEFERRED[-1].append(rebuild)
+    else:
+        rebuild()
 
 
 class Restored(NamedTuple):
@@ -68,22 +91,29 @@ def restore(
                 module.__spec__ = spec
                 module.__loader__ = spec.loader
         sys.modules[ref.name] = module
-    snapshot = _Unpickler(io.BytesIO(image.pickle), buffers=image.buffers).load()
-    if not isinstance(snapshot, Snapshot):
-        raise TypeError(f"checkpoint state is a {type(snapshot).__name__}, not a Snapshot")
-    for record in snapshot.modules:
-        namespace = sys.modules[record.name].__dict__
-        namespace.update(record.contents)
-        namespace.setdefault("__builtins__", builtins)
-    for ref in header.user_modules:  # a submodule is an attribute of its package
-        parent, _, child = ref.name.rpartition(".")
-        if parent and parent in sys.modules:
-            setattr(sys.modules[parent], child, sys.modules[ref.name])
-    by_name = {ext.name: ext for ext in extensions}
-    for name, state in snapshot.extensions:
-        ext = by_name.get(name)
-        if ext is not None:
-            ext.restore(state)
+    deferred: list[Callable[[], None]] = []
+    _DEFERRED.append(deferred)
+    try:
+        snapshot = _Unpickler(io.BytesIO(image.pickle), buffers=image.buffers).load()
+        if not isinstance(snapshot, Snapshot):
+            raise TypeError(f"checkpoint state is a {type(snapshot).__name__}, not a Snapshot")
+        for record in snapshot.modules:
+            namespace = sys.modules[record.name].__dict__
+            namespace.update(record.contents)
+            namespace.setdefault("__builtins__", builtins)
+        for ref in header.user_modules:  # a submodule is an attribute of its package
+            parent, _, child = ref.name.rpartition(".")
+            if parent and parent in sys.modules:
+                setattr(sys.modules[parent], child, sys.modules[ref.name])
+        by_name = {ext.name: ext for ext in extensions}
+        for name, state in snapshot.extensions:
+            ext = by_name.get(name)
+            if ext is not None:
+                ext.restore(state)
+    finally:
+        _DEFERRED.pop()
+    for rebuild in deferred:
+        rebuild()
     return Restored(build_frames(snapshot.frames), main_module.__dict__)
 
 

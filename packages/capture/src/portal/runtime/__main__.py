@@ -12,6 +12,13 @@ checkpoint; the message names the error's code and the way out), 2 for a usage e
 
 from __future__ import annotations
 
+# First thing, before the heavy imports below: a SIGTERM from here on is noted, and becomes a
+# pause request when the engine arms (see portal.runtime._early), instead of ending the process.
+from portal.runtime import _early
+
+if __name__ == "__main__":
+    _early.install()
+
 import argparse
 import os
 import sys

@@ -28,6 +28,7 @@ from portal.capture.resume import RESUMED_CODE, restore
 from portal.capture.snapshot import CaptureContext
 from portal.capture.usercode import UserCode
 from portal.core.errors import InvalidArgumentError
+from portal.runtime import _early
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
 
@@ -84,6 +85,12 @@ def _arm(
     if channel is not None:
         channel.start(engine)
         _closers.append(channel.close)
+    noticed = _early.take()
+    if noticed is not None:
+        # A SIGTERM came while the runtime was starting (before the engine's handler was in
+        # place): the pause it asks for, with the grace counted from the notice, is taken at the
+        # first safe point (the script's first line; for resume, where the checkpoint paused).
+        engine.request_pause(noticed + grace, "sigterm")
     return engine
 
 
@@ -94,6 +101,12 @@ def _finish(engine: Engine) -> None:
     engine.finish()
     while _closers:
         _closers.pop()()
+    # Nothing of the runtime's keeps the engine (a reference cycle, through its context to the
+    # script's namespace) reachable any more: it is collected with the modules at exit, not in
+    # the interpreter's very last collection, where CPython 3.12.0-3.12.2 crash freeing an
+    # itertools.tee the script still held (gh-115874).
+    rt._attach(None)
+    set_active_context(None)
 
 
 def _execute(code: CodeType, namespace: dict[str, Any]) -> int:

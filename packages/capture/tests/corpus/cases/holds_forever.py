@@ -1,8 +1,9 @@
 """Holds a file for a while: a node's pause is deferred, then abandoned at its deadline."""
+import os
 import sys
 import time
 
-fh = open(__file__)
+fh = open(os.__file__)  # outside the job's working directory: it cannot travel
 print("holding", flush=True)
 for i in range(int(sys.argv[1])):
     time.sleep(0.01)

@@ -4,6 +4,7 @@ deep; checks, lets go of them all, checks again. Prints each check's problems as
 import hashlib
 import calendar
 import json
+import os
 import socket
 import threading
 import time
@@ -24,7 +25,7 @@ g_sock = socket.socket()
 g_lock = threading.Lock()
 g_thread = threading.Thread(target=time.sleep, args=(3600,), daemon=True)
 g_thread.start()
-g_file = open(__file__)  # noqa: SIM115
+g_file = open(os.__file__)  # noqa: SIM115 (outside the working directory: cannot travel)
 g_gen = counter()
 next(g_gen)
 
@@ -39,7 +40,7 @@ def level3():
 
 def level2():
     l2_lock = threading.Lock()  # noqa: F841
-    l2_file = open(__file__)  # noqa: SIM115
+    l2_file = open(os.__file__)  # noqa: SIM115
     level3()  # CALL level2
     l2_file.close()
 

@@ -8,8 +8,9 @@ is their configuration, and handlers hold a lock, which pickle refuses. So:
   with logging's shutdown flush like a new handler. A handler held in the program's globals and
   attached to a logger is one object in the one pickle, so it stays one object after a resume;
 * a ``StreamHandler`` on ``sys.stdout``/``sys.stderr`` is re-bound to the new process's stream
-  (the checkpoint pickler carries the standard streams by reference); a stream handler on any
-  other stream cannot be carried and defers the pause, naming it, like any open file;
+  (the checkpoint pickler carries the standard streams by reference); one on any other stream
+  carries it as any value of the program: an open file of the working directory is reopened
+  where it stood (:mod:`.files`), any other open stream defers the pause, naming it;
 * a ``FileHandler`` (and its subclasses: rotating handlers) is re-created on the same path in
   append mode, its file opened at its first record, so the log goes on where it stopped;
   capture flushes every handler first, because a paused process exits without flushing them;

@@ -46,7 +46,7 @@ import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, Final, NamedTuple
+from typing import Any, ClassVar, Final, Literal, NamedTuple
 
 import pathspec
 
@@ -58,6 +58,7 @@ __all__ = [
     "IGNORE_FILE",
     "WARN_BYTES",
     "UnsafeWorkdirEntryError",
+    "WhyNotCarried",
     "WorkdirEntry",
     "WorkdirFiles",
     "WorkdirReport",
@@ -66,6 +67,7 @@ __all__ = [
     "relocate",
     "set_job_root",
     "specs",
+    "why_not_carried",
 ]
 
 IGNORE_FILE: Final = ".portalignore"
@@ -113,6 +115,42 @@ def relocate(path: str) -> str:
     if rel == "." or _inside(rel.replace(os.sep, "/")):
         return os.path.normpath(os.path.join(new, rel))
     return path
+
+
+#: Why a file does not travel with the working directory (see :func:`why_not_carried`).
+WhyNotCarried = Literal["no job", "root is /", "outside", "left out"]
+
+
+def why_not_carried(path: str) -> WhyNotCarried | None:
+    """Why the file at ``path`` (absolute) would not travel with the working directory's files,
+    or None when a checkpoint taken now carries it: it is under the job's working directory, by
+    its path as written and by the path its links resolve to, and neither :data:`ALWAYS_IGNORED`,
+    ``.portalignore`` nor a virtual environment leaves it (or a directory above it) out, exactly
+    as :func:`scan` would decide. For the program's open files, reopened there at resume."""
+    if not _ROOT:
+        return "no job"
+    root = _ROOT[0]
+    if os.path.dirname(root) == root:
+        return "root is /"
+    spec: pathspec.GitIgnoreSpec | None = None
+    for where, candidate in (
+        (root, os.path.normpath(path)),
+        (os.path.realpath(root), os.path.realpath(path)),
+    ):
+        rel = os.path.relpath(candidate, where).replace(os.sep, "/")
+        if not _inside(rel):
+            return "outside"
+        spec = spec or _ignore_spec(root)
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            directory = "/".join(parts[:i])
+            if spec.match_file(directory + "/") or os.path.exists(
+                os.path.join(where, directory, "pyvenv.cfg")
+            ):
+                return "left out"
+        if spec.match_file(rel):
+            return "left out"
+    return None
 
 
 class UnsafeWorkdirEntryError(CapturePortalError):
@@ -461,6 +499,12 @@ class WorkdirState:
         root = _ROOT[0]
         if os.path.dirname(root) == root:
             return None  # a job started at "/" has no working directory of its own to carry
+        # What the program wrote to its open files but still holds in their buffers is part of
+        # them as it sees them: written out before the scan reads them (they are reopened at
+        # resume at their positions, see extensions.files).
+        from portal.capture.extensions.files import flush_open_files
+
+        flush_open_files(root)
         files, report = scan(root)
         self.last_report = report
         if report.total_bytes > self.warn_bytes and not self.warned:
