@@ -8,6 +8,7 @@ import contextlib
 import copy
 import functools
 import itertools
+import math
 import operator
 import os
 import pickle
@@ -60,10 +61,12 @@ def unbounded(*args, **kwargs):
 def add(a, b):
     return a + b
 
-def make_lock(name):
+def make_held_lock(name):
     import threading
 
-    return threading.Lock()
+    lock = threading.Lock()
+    lock.acquire()  # held: an unlocked one would travel (re-created)
+    return lock
 
 def below(limit):
     return lambda v: v < limit
@@ -152,6 +155,60 @@ def test_a_library_cache_stays_by_reference(user: types.ModuleType) -> None:
     assert round_trip(cached, user) is cached
 
 
+def test_a_cache_over_a_builtin_travels_with_its_contents(user: types.ModuleType) -> None:
+    """mpmath's ``ifac = lru_cache(maxsize=1024)(math.factorial)``: named like math.factorial
+    (update_wrapper copied its names) but not it, so it travels by value."""
+    ifac = functools.lru_cache(maxsize=3)(math.factorial)
+    for n in (5, 7, 5, 9, 11):
+        ifac(n)
+    before = (ifac.cache_info(), lru_entries(ifac))
+    back, again = round_trip([ifac, ifac], user)
+    assert back is again and back is not ifac and back.__wrapped__ is math.factorial
+    assert (back.cache_info(), lru_entries(back)) == before
+    assert back.cache_parameters() == {"maxsize": 3, "typed": False}
+    assert back(12) == ifac(12) and back.cache_info() == ifac.cache_info()
+    assert [e[:2] for e in lru_entries(back)] == [e[:2] for e in lru_entries(ifac)]
+
+
+def test_a_cache_over_a_bound_builtin_method_shares_its_object(user: types.ModuleType) -> None:
+    """pycodestyle's ``noqa = lru_cache(512)(re.compile(...).search)``, and a bound method of a
+    carried object, which stays the one object the program holds."""
+    squeeze = functools.lru_cache(maxsize=8)(re.compile(r"\s+").sub)
+    squeeze(" ", "a  b")
+    squeeze("-", "c   d")
+    table = {"a": 1}
+    lookup = functools.lru_cache(maxsize=None)(table.get)
+    lookup("a")
+    lookup("b", 0)
+    s2, l2, t2 = round_trip((squeeze, lookup, table), user)
+    assert (s2.cache_info(), lru_entries(s2)) == (squeeze.cache_info(), lru_entries(squeeze))
+    assert s2("_", "e f") == "e_f" and s2.__qualname__ == "Pattern.sub"
+    assert l2.__wrapped__.__self__ is t2 and t2 == table
+    assert (l2.cache_info(), lru_entries(l2)) == (lookup.cache_info(), lru_entries(lookup))
+    t2["c"] = 3
+    assert l2("c") == 3 and l2("a") == 1  # the carried dict; "a" was a hit
+
+
+def test_a_cache_over_a_library_function_travels_by_value(user: types.ModuleType) -> None:
+    join = functools.lru_cache(maxsize=4)(os.path.join)
+    join("a", "b")
+    back = round_trip(join, user)
+    assert back is not join and back.__wrapped__ is os.path.join
+    assert (back.cache_info(), lru_entries(back)) == (join.cache_info(), lru_entries(join))
+
+
+def test_a_cache_whose_results_cannot_travel_still_works_empty(user: types.ModuleType) -> None:
+    """``re.Match`` results (pycodestyle's noqa) cannot be pickled: the cache comes back empty,
+    with a note, and gives the same answers."""
+    noqa = functools.lru_cache(512)(re.compile(r"# no(?:qa|pep8)\b", re.I).search)
+    noqa("x = 1  # noqa")
+    noqa("y = 2")
+    back = round_trip(noqa, user)
+    assert back.cache_info().currsize == 0 and back.cache_parameters()["maxsize"] == 512
+    assert back("z  # NOQA").group() == "# NOQA" and back("w") is None
+    assert any("re.Match" in n and "comes back empty" in n for n in notes.restore_notes())
+
+
 def test_a_cache_that_cannot_be_refilled_comes_back_empty_with_a_note(
     user: types.ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,7 +237,7 @@ def test_a_cache_that_cannot_be_read_comes_back_empty_with_a_note(
 def test_a_cache_of_what_cannot_travel_comes_back_empty(user: types.ModuleType) -> None:
     f = user.make_cached()
     f(1)
-    lock_cache = functools.lru_cache(maxsize=2)(user.make_lock)
+    lock_cache = functools.lru_cache(maxsize=2)(user.make_held_lock)
     lock_cache("a")
     f2, locks2 = round_trip((f, lock_cache), user)
     assert f2.cache_info() == f.cache_info()

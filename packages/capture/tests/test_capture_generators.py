@@ -1,18 +1,22 @@
 """Suspended generators of the user's code through a checkpoint's pickle: a copy continues
 exactly as the original does (values yielded, values sent, ``throw``, ``close``, the value it
 returns), for generator functions made at random with loops, ``try``/``finally`` and ``with``
-around ``yield``, ``yield from``, closures and sends; identity and every state are kept."""
+around ``yield``, ``yield from``, closures, sends and list/dict/set locals; identity and every
+state are kept, and a copy travels again (a second pause) as the original does."""
 
 from __future__ import annotations
 
 import inspect
 import pickle
+import subprocess
 import sys
 import textwrap
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
+from _harness import EXIT_PAUSED, plain_run, runtime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -69,6 +73,10 @@ def _block(depth: int) -> st.SearchStrategy[str]:
             "log.append(('at', total))\n",
             "yield (lambda: total)()\n",
             "if total % 4 == 1:\n    return total\n",
+            # Locals that are lists, dicts and sets (unhashable: a rebuilt generator keeps them
+            # among its code's constants).
+            "seen.append(total)\nindex[total % 5] = len(seen)\nkinds.add(total % 3)\n",
+            "yield (total, list(seen), sorted(index.items()), sorted(kinds))\n",
         ]
     )
     if depth == 0:
@@ -100,6 +108,7 @@ _GEN = st.lists(_block(3), min_size=1, max_size=4).map(
     lambda blocks: (
         "def gen(n, log, *, bias=0):\n"
         "    total = n + bias\n"
+        "    seen, index, kinds = [n], {'n': n}, {n}\n"
         + "".join(textwrap.indent(b, "    ") for b in blocks)
         + "    yield 'last'\n"
         "    return total\n"
@@ -142,11 +151,16 @@ def _drive(gen: Any, actions: list[tuple[Any, ...]]) -> list[object]:
 @given(
     source=_GEN,
     before=st.lists(_ACTION, max_size=8),
+    between=st.lists(_ACTION, max_size=6),
     after=st.lists(_ACTION, max_size=12),
     close=st.booleans(),
 )
 def test_a_copy_continues_as_the_original(
-    source: str, before: list[tuple[Any, ...]], after: list[tuple[Any, ...]], close: bool
+    source: str,
+    before: list[tuple[Any, ...]],
+    between: list[tuple[Any, ...]],
+    after: list[tuple[Any, ...]],
+    close: bool,
 ) -> None:
     module = _user_module(source)
     log: list[object] = []
@@ -154,6 +168,10 @@ def test_a_copy_continues_as_the_original(
     started = _drive(gen, before)
     copy, copy_log = _roundtrip((gen, log), module)
     assert inspect.getgeneratorstate(copy) == inspect.getgeneratorstate(gen), started
+    if between:  # a second pause: the copy, rebuilt and moved on, travels again
+        assert _drive(copy, between) == _drive(gen, between)
+        copy, copy_log = _roundtrip((copy, copy_log), module)
+        assert inspect.getgeneratorstate(copy) == inspect.getgeneratorstate(gen)
     if close:
         gen.close()
         copy.close()
@@ -276,3 +294,74 @@ def test_a_throw_inside_yield_from_unwinds_through_the_delegating_generator(hand
             gen, log = _roundtrip((gen, log), module)
         results.append((_drive(gen, [("throw",), ("next",)]), list(log)))
     assert results[0] == results[1]
+
+
+def test_a_rebuilt_generator_holding_unhashable_locals_travels_again() -> None:
+    """pyflakes' ``iterSourceCode(paths)`` shape: a rebuilt generator's code holds its saved
+    locals among its constants, so a code object keyed lookup hashing them failed with
+    ``TypeError: unhashable type: 'list'`` at the second pause."""
+    module = _user_module(
+        "def walk(paths):\n"
+        "    seen, index, kinds = [], {}, set()\n"
+        "    for path in paths:\n"
+        "        seen.append(path)\n"
+        "        index[path] = len(seen)\n"
+        "        kinds.add(path[-2:])\n"
+        "        yield path, list(seen), dict(index), sorted(kinds)\n"
+    )
+    paths = ["a.py", "b.py", "c.txt", "d.py", "e.md"]
+    gen = module.walk(paths)
+    next(gen)
+    once = _roundtrip(gen, module)
+    assert next(once) == next(gen)
+    twice = _roundtrip(once, module)  # rebuilt, moved on, carried again
+    assert list(twice) == list(gen)
+
+
+_PAUSED_TWICE_IN_A_GENERATOR = """
+import os
+import signal
+
+from portal.runtime import rt
+
+
+def source_files(paths):
+    seen, index, kinds = [], {}, set()
+    for path in paths:
+        seen.append(path)
+        index[path] = len(seen)
+        kinds.add(path.rsplit(".", 1)[-1])
+        yield path, list(seen), dict(index), sorted(kinds)
+
+
+def check(paths):
+    total = 0
+    for path, seen, index, kinds in source_files(paths):
+        if rt.active and path in ("b.py", "d.txt"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        total += len(seen)
+        print(path, seen, index, kinds, total, flush=True)
+    return total
+
+
+print("total", check(["a.py", "b.py", "c.py", "d.txt", "e.py"]))
+"""
+
+
+def test_a_script_pauses_twice_while_its_generator_holds_lists(tmp_path: Path) -> None:
+    """Paused (SIGTERM) with the generator suspended, resumed, paused again with the rebuilt
+    generator suspended, resumed: the output is the plain run's."""
+    script = tmp_path / "walk.py"
+    script.write_text(_PAUSED_TWICE_IN_A_GENERATOR)
+    ckpt = tmp_path / "ck.portal"
+    cmd = runtime("run", "--checkpoint", str(ckpt), str(script))
+    codes, out, err = [], b"", b""
+    for _ in range(4):
+        done = subprocess.run(cmd, capture_output=True, cwd=tmp_path, timeout=60, check=False)
+        codes.append(done.returncode)
+        out, err = out + done.stdout, err + done.stderr
+        if done.returncode != EXIT_PAUSED:
+            break
+        cmd = runtime("resume", str(ckpt))
+    assert codes == [EXIT_PAUSED, EXIT_PAUSED, 0], err.decode()
+    assert out == plain_run(script).stdout

@@ -12,6 +12,8 @@ from typing import Any
 from portal.capture import caches
 
 __all__ = [
+    "after_globals",
+    "class_in_namespace",
     "load_code",
     "lru_cache",
     "make_cell",
@@ -19,6 +21,7 @@ __all__ = [
     "module_namespace",
     "set_cell",
     "set_function_state",
+    "set_global",
     "set_wrapper_state",
     "std_stream",
     "user_module",
@@ -42,6 +45,29 @@ def user_module(name: str) -> types.ModuleType:
 def module_namespace(name: str) -> dict[str, Any]:
     """The namespace of a user module (or ``__main__``) of the resumed process."""
     return sys.modules[name].__dict__
+
+
+def set_global(namespace: dict[str, Any], name: str, value: Any) -> None:
+    """One global of a user module, set as soon as its value has loaded, so code of the user's
+    run by the rest of the load finds it (:mod:`portal.capture.namespaces`)."""
+    namespace[name] = value
+
+
+def after_globals(globals_: list[None], value: Any) -> Any:
+    """``value``, which the pickle loads once every global is set (``globals_``: their
+    :func:`set_global` calls' results)."""
+    return value
+
+
+def class_in_namespace(
+    make: Any, args: tuple[Any, ...], namespace: dict[str, Any], name: str
+) -> type:
+    """A user class pickled by value (``make(*args)``: cloudpickle's skeleton), set at once as
+    the module global it was: code run before its module's turn may name it, as an Enum's
+    ``__new__`` names its base while the members of a subclass are made."""
+    cls = make(*args)
+    namespace[name] = cls
+    return cls  # type: ignore[no-any-return]
 
 
 def load_code(data: bytes) -> types.CodeType:
@@ -84,3 +110,33 @@ def set_wrapper_state(wrapper: Any, state: dict[str, Any]) -> None:
 def std_stream(name: str) -> Any:
     """``sys.stdout`` and friends of the resumed process (a stream is the process's own)."""
     return getattr(sys, name)
+
+
+def same_object(obj: Any) -> Any:
+    """``obj`` itself: a deep graph's deferred build (:mod:`portal.capture.deepgraph`) applies
+    its state to the object the pickle made earlier, found through the memo."""
+    return obj
+
+
+class DeepItems:
+    """Receives a deep graph's root and then its deferred builds, and keeps only the root (the
+    builds have done their work on their objects as they loaded)."""
+
+    __slots__ = ("root", "seen")
+
+    def __init__(self) -> None:
+        self.root: Any = None
+        self.seen = False
+
+    def append(self, item: Any) -> None:
+        if not self.seen:
+            self.root, self.seen = item, True
+
+    def extend(self, items: Any) -> None:
+        for item in items:
+            self.append(item)
+
+
+def deep_root(items: DeepItems) -> Any:
+    """The root of a deep graph's pickle, once every deferred build has loaded."""
+    return items.root

@@ -1,5 +1,8 @@
-"""``functools.lru_cache`` / ``functools.cache`` wrappers of the program's own functions, carried
-with their contents, their order and their statistics.
+"""``functools.lru_cache`` / ``functools.cache`` wrappers, carried with their contents, their order
+and their statistics: a wrapper of any callable the checkpoint can carry (the program's own
+function, a builtin such as ``math.factorial``, a bound method of a carried object such as a
+pattern's ``search``, a library function), unless it is importable by name as that very object (a
+library's decorated function), which travels by reference (:func:`importable_as_itself`).
 
 Python offers no API to read a cache's entries, so this module reads them from what the C type
 tells the garbage collector (``gc.get_referents``): CPython's ``lru_cache_tp_traverse``
@@ -38,6 +41,8 @@ from typing import Any, Final, NamedTuple, TypeAlias
 
 __all__ = [
     "CacheEntry",
+    "cached_function",
+    "importable_as_itself",
     "lru_cache_state",
     "rebuild_lru_cache",
     "restore_lru_cache",
@@ -366,6 +371,39 @@ def _after_restore(rebuild: Callable[[], None]) -> None:
         rebuild()
         return
     after_restore(rebuild)
+
+
+# -- which wrappers travel by value -----------------------------------------------------------
+
+
+def cached_function(wrapper: Any) -> Any:
+    """The callable ``wrapper`` calls: the C wrapper's own (``__wrapped__`` is only an attribute
+    a program may change), or ``__wrapped__`` where the wrapper cannot be read."""
+    try:
+        return _parts(wrapper).func
+    except _Unreadable:
+        return getattr(wrapper, "__wrapped__", None)
+
+
+def importable_as_itself(wrapper: Any, user_modules: frozenset[str]) -> bool:
+    """Whether ``wrapper`` is found by its ``__module__`` and ``__qualname__`` as this very object,
+    in a module that is not the program's own (an ``lru_cache``-decorated function of an
+    installed package): then it travels by reference, as pickle names it. ``update_wrapper``
+    copies the names of what is wrapped, so a cache over ``math.factorial`` or over a pattern's
+    ``search`` is *named* like that callable but is not it; and a user module's globals are
+    carried by value, so a wrapper there is too."""
+    module_name = getattr(wrapper, "__module__", None)
+    qualname = getattr(wrapper, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        return False
+    if module_name in user_modules or module_name == "__main__":
+        return False
+    obj: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        if obj is None or part == "<locals>":
+            return False
+        obj = getattr(obj, part, None)
+    return obj is wrapper
 
 
 # -- what the pickle calls --------------------------------------------------------------------

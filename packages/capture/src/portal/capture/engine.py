@@ -33,7 +33,12 @@ from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probe import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
-from portal.capture.snapshot import CaptureContext, check_position, take_snapshot
+from portal.capture.snapshot import (
+    CaptureContext,
+    check_position,
+    outermost_obstacle,
+    take_snapshot,
+)
 from portal.core.wire import (
     Abandoned,
     Checkpointed,
@@ -381,6 +386,8 @@ class Engine:
         if self._in_callback:
             return
         self._in_callback = True
+        # A line after narrowing is an outer frame's: the obstacle has left the stack.
+        self._events.widen()
         try:
             if self._request is None and self._probe is not None:
                 self._try_probe(frame)
@@ -406,6 +413,7 @@ class Engine:
         position = check_position(frame, self.context)
         if isinstance(position, Problem):  # cheap to check again: at the next line
             self._probe_waits(wanted, [position], back_off=False)
+            self._listen_outside_obstacle(frame)
             return
         self._probe = None
         if wanted.keep_at is not None:
@@ -569,6 +577,7 @@ class Engine:
         position = check_position(frame, self.context)
         if isinstance(position, Problem):
             self._defer([position])
+            self._listen_outside_obstacle(frame)
             return
         try:
             result = take_snapshot(
@@ -611,6 +620,24 @@ class Engine:
             )
         )
         self._exit_paused()
+
+    def _listen_outside_obstacle(self, frame: FrameType) -> None:
+        """No line inside the outermost obstacle of ``frame``'s chain can be a safe point while
+        it runs: narrow the line events to the frames outside it (see :mod:`.safepoint`), so
+        that the pause is tried at the first line outside it and costs nothing meanwhile."""
+        obstacle = outermost_obstacle(frame, self.context)
+        if obstacle is None:
+            return
+        inner = [frame]
+        while inner[-1] is not obstacle and inner[-1].f_back is not None:
+            inner.append(inner[-1].f_back)
+        outer = []
+        f = obstacle.f_back
+        while f is not None:
+            if self.context.has_safe_points(f.f_code):
+                outer.append(f)
+            f = f.f_back
+        self._events.narrow(outer, inner)
 
     def _fail(self, request: _Request, message: str) -> None:
         with self._lock:

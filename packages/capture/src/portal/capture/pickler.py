@@ -34,7 +34,7 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, caches, generators
+from portal.capture import _rebuild, caches, deepgraph, generators
 
 __all__ = [
     "CheckpointPickler",
@@ -53,6 +53,11 @@ _PROCESS_BOUND: tuple[type, ...] = (threading.Thread, subprocess.Popen)
 #: is one problem ("ev"), not its condition's lock and each of the lock's bound methods.
 _OPAQUE_MODULES = frozenset(
     {"threading", "queue", "socket", "selectors", "multiprocessing.synchronize", "asyncio.locks"}
+)
+#: cloudpickle's makers of a class pickled by value (before its attributes are set).
+_CLASS_SKELETONS = (
+    cloudpickle.cloudpickle._make_skeleton_class,
+    cloudpickle.cloudpickle._make_skeleton_enum,
 )
 _DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
 
@@ -89,6 +94,9 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     :param namespaces: ``id(module.__dict__) -> module name`` for the user namespaces pickled by
         name (their contents are pickled by the caller, once).
     :param reducers: plugin reducers by type (see :func:`resolve_reducers`); they win over ours.
+    :param deep: defer plain instances' builds to the top level of the pickle, for a graph too
+        deep to pickle by recursion (see :mod:`portal.capture.deepgraph`); dump
+        ``deepgraph.DeferredBuilds.wrap(obj)`` then.
     """
 
     def __init__(
@@ -98,6 +106,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         namespaces: Mapping[int, str],
         reducers: Mapping[type, Reducer] | None = None,
         buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
+        deep: bool = False,
     ) -> None:
         # cloudpickle's table is a ChainMap (its reducers, then copyreg's), which the C pickler
         # looks up through Python for every object without a reducer_override answer: a plain
@@ -109,8 +118,18 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._namespaces = namespaces
         self._user_modules = frozenset(namespaces.values())
         self._plugin_reducers: dict[Any, Reducer] = dict(reducers or {})
+        # Generator functions' reducers by the identity of their code: a code object hashes
+        # and compares by its constants, and a generator rebuilt at resume keeps its saved
+        # locals there (a list is unhashable; an array's ``==`` is no answer).
+        self._generator_reducers: dict[int, tuple[types.CodeType, Reducer]] = {
+            id(key): (key, reducer)
+            for key, reducer in self._plugin_reducers.items()
+            if isinstance(key, types.CodeType)
+        }
         self._handlers: dict[type, Callable[[Any], Any] | None] = {}
         self._namespace_refs: dict[str, NamespaceRef] = {}
+        # A graph too deep for the plain pickle: plain instances' builds deferred (deepgraph).
+        self._deep = deepgraph.DeferredBuilds(self.dispatch_table) if deep else None
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -121,7 +140,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         except KeyError:
             handler = self._handlers[t] = self._handler_for(t)
         if handler is None:
-            return NotImplemented
+            return NotImplemented if self._deep is None else self._deep.reduce(obj)
         result = handler(obj)
         if result is _DEFAULT:
             return super().reducer_override(obj)
@@ -138,7 +157,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         if t is types.FunctionType:
             return self._reduce_function
         if issubclass(t, type):
-            return lambda obj: _DEFAULT  # classes: cloudpickle (by value for user classes)
+            return self._reduce_class  # cloudpickle's (by value for user classes)
         if issubclass(t, types.ModuleType):  # module subclasses too (torch.ops is one)
             return self._reduce_module
         if t is types.CodeType:
@@ -161,11 +180,30 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         return ref
 
     def _reduce_generator(self, gen: types.GeneratorType[Any, Any, Any]) -> Any:
-        reducer = self._plugin_reducers.get(gen.gi_code)
-        if reducer is not None:
-            return reducer(gen)
+        code = gen.gi_code
+        found = self._generator_reducers.get(id(code))
+        if found is not None and found[0] is code:
+            return found[1](gen)
         # The user's own generators travel as frames; a library's is refused by name.
         return generators.reduce_generator(gen, self._namespaces, self.namespace_ref)
+
+    def _reduce_class(self, cls: type) -> Any:
+        reduced = super().reducer_override(cls)
+        if not isinstance(reduced, tuple) or reduced[0] not in _CLASS_SKELETONS:
+            return reduced  # by reference
+        home = getattr(cls, "__module__", None)
+        module = sys.modules.get(home) if isinstance(home, str) else None
+        name = None if module is None else self._namespaces.get(id(module.__dict__))
+        if name is None or module.__dict__.get(cls.__name__) is not cls:
+            return reduced  # no global of a user module (a class made in a function, say)
+        # Set in its module as soon as it is made (portal.capture.namespaces): a value loaded
+        # before its module's turn may run code that names it.
+        make, args, *rest = reduced
+        return (
+            _rebuild.class_in_namespace,
+            (make, args, self.namespace_ref(name), cls.__name__),
+            *rest,
+        )
 
     def _reduce_module(self, obj: types.ModuleType) -> Any:
         if obj.__name__ in self._user_modules and sys.modules.get(obj.__name__) is obj:
@@ -176,12 +214,14 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         return NotImplemented  # installed module: by reference ("imports run again")
 
     def _reduce_lru_cache(self, wrapper: Any) -> Any:
-        wrapped = getattr(wrapper, "__wrapped__", None)
-        if (
-            not isinstance(wrapped, types.FunctionType)
-            or id(wrapped.__globals__) not in self._namespaces
-        ):
+        wrapped = caches.cached_function(wrapper)
+        own = isinstance(wrapped, types.FunctionType) and id(wrapped.__globals__) in (
+            self._namespaces
+        )
+        if not own and caches.importable_as_itself(wrapper, self._user_modules):
             return NotImplemented  # a library's cached function: by reference
+        # Any other wrapper is rebuilt around what it wraps (the program's function, a builtin,
+        # a bound method of a carried object), which travels as any value does.
         # Carried with its contents, LRU order and statistics (portal.capture.caches); contents
         # that cannot travel (a cached connection, say) leave it empty, as a new process would.
         params = wrapper.cache_parameters()
@@ -319,17 +359,27 @@ def dumps(
         buffers.append(raw if keep else memoryview(b""))
         return False  # out of band
 
-    sink: Any = io.BytesIO() if keep else _NullSink()
-    pickler = CheckpointPickler(
-        sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer
-    )
-    try:
-        pickler.dump(obj)
-    finally:
-        # The handler cache holds bound methods (a cycle through the pickler) and the memo every
-        # object pickled: let both go now, not at some later garbage collection.
-        pickler.clear_memo()
-        pickler._handlers.clear()
+    # A graph too deep for the plain pickle is pickled again with its builds deferred (see
+    # portal.capture.deepgraph); the plain one stays first, so other checkpoints are unchanged.
+    for deep in (False, True):
+        sink: Any = io.BytesIO() if keep else _NullSink()
+        buffers.clear()
+        buffered = 0
+        pickler = CheckpointPickler(
+            sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer, deep=deep
+        )
+        try:
+            with deepgraph.pickling_depth():
+                pickler.dump(deepgraph.DeferredBuilds.wrap(obj) if deep else obj)
+            break
+        except Exception as exc:
+            if deep or not deepgraph.too_deep(exc):
+                raise
+        finally:
+            # The handler cache holds bound methods (a cycle through the pickler) and the memo
+            # every object pickled: let both go now, not at some later garbage collection.
+            pickler.clear_memo()
+            pickler._handlers.clear()
     if keep:
         data = sink.getvalue()
         return data, buffers, len(data) + buffered

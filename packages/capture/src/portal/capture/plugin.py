@@ -20,6 +20,7 @@ from portal.capture.extensions import (
     rng,
     settings,
     signals,
+    stdlib_objects,
     tensors,
     torch_state,
     workdir,
@@ -58,5 +59,6 @@ def portal_serializers() -> list[SerializerSpec]:
         *tensors.serializer_specs(),
         *loops.serializer_specs(),
         *iterators.serializer_specs(),
+        *stdlib_objects.serializer_specs(),
         *files.serializer_specs(),
     ]

@@ -2,13 +2,15 @@
 
 Order matters. Installed modules are imported first ("imports run again on the new machine"),
 then empty module objects are made for ``__main__`` and the user modules so the pickle can refer
-to their namespaces by name; the one pickle loads; the namespaces are filled; capture extensions
-restore their process-level state; the rebuilds the pickle deferred until then run, in the order
-the pickle made them (:func:`after_restore`: an open file of the working directory stands on a
-placeholder while the pickle loads and is opened only now, once the directory's files are back);
-and the frames are rebuilt innermost first, each outer frame's prologue calling the resumed
-function of the frame inside it. The caller executes the returned module code in ``__main__``'s
-namespace.
+to their namespaces by name; the one pickle loads, setting each global in its namespace as soon
+as it has loaded, definitions first (:mod:`portal.capture.namespaces`: the user's code run while
+the rest loads, a dict subclass's ``__setitem__`` or an Enum's ``__new__``, finds its module's
+globals); capture extensions restore their process-level state; the rebuilds the pickle deferred
+until then run, in the order the pickle made them (:func:`after_restore`: an open file of the
+working directory stands on a placeholder while the pickle loads and is opened only now, once
+the directory's files are back); and the frames are rebuilt innermost first, each outer frame's
+prologue calling the resumed function of the frame inside it. The caller executes the returned
+module code in ``__main__``'s namespace.
 """
 
 from __future__ import annotations
@@ -90,7 +92,13 @@ def restore(
             if spec is not None:
                 module.__spec__ = spec
                 module.__loader__ = spec.loader
+        module.__builtins__ = builtins  # type: ignore[attr-defined]
         sys.modules[ref.name] = module
+    main_module.__dict__.setdefault("__builtins__", builtins)
+    for ref in header.user_modules:  # a submodule is an attribute of its package
+        parent, _, child = ref.name.rpartition(".")
+        if parent and parent in sys.modules:
+            setattr(sys.modules[parent], child, sys.modules[ref.name])
     deferred: list[Callable[[], None]] = []
     _DEFERRED.append(deferred)
     try:
@@ -99,12 +107,9 @@ def restore(
             raise TypeError(f"checkpoint state is a {type(snapshot).__name__}, not a Snapshot")
         for record in snapshot.modules:
             namespace = sys.modules[record.name].__dict__
-            namespace.update(record.contents)
+            if record.contents is not namespace:  # a checkpoint that filled them afterwards
+                namespace.update(record.contents)
             namespace.setdefault("__builtins__", builtins)
-        for ref in header.user_modules:  # a submodule is an attribute of its package
-            parent, _, child = ref.name.rpartition(".")
-            if parent and parent in sys.modules:
-                setattr(sys.modules[parent], child, sys.modules[ref.name])
         by_name = {ext.name: ext for ext in extensions}
         for name, state in snapshot.extensions:
             ext = by_name.get(name)

@@ -6,13 +6,22 @@ cancelled or abandoned. CPython 3.11 has only ``sys.settrace`` (per thread: it m
 from the main thread, i.e. from a signal handler, and the frames already running need their
 ``f_trace`` set). 3.12+ has ``sys.monitoring``: the callback disables itself for every code
 location outside the user's code, so libraries run at full speed even while a pause is pending.
+
+A pending pause that meets a frame no line inside of which can be a safe point (a running
+generator, a frame called through C such as ``list(gen())``: see
+:func:`portal.capture.snapshot.outermost_obstacle`) *narrows* the events to the frames outside
+it until one of them reaches a line: a program that runs for seconds inside such a call pays
+(almost) nothing for the pause it cannot take there, and the pause is taken at the first line
+of an outer frame, however short the gap between two such calls. A frame the outer one calls
+within the same line, after the obstacle has returned, has no line events until that outer
+frame reaches its next line.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import CodeType, FrameType
 from typing import Any
 
@@ -38,6 +47,9 @@ class LineEvents:
         self._on_line = on_line
         self._main = threading.main_thread().ident
         self.enabled = False
+        #: Events come only from the frames outside an obstacle (see :meth:`narrow`).
+        self.narrowed = False
+        self._narrowed_codes: list[CodeType] = []  # 3.12+: those frames' code, local events
         self._tool: int | None = None
         self._previous_trace: Any = None
 
@@ -70,16 +82,16 @@ class LineEvents:
         if not self.enabled:  # switched off from another thread: clean up here, on main
             sys.settrace(self._previous_trace)
             return None
-        if event == "call" and self._is_user_code(frame.f_code):
+        if event == "call" and not self.narrowed and self._is_user_code(frame.f_code):
             return self._trace_local
         return None
 
     def _trace_local(self, frame: FrameType, event: str, arg: Any) -> Any:
-        if not self.enabled:
-            return None
-        if event == "line":
+        if self.enabled and event == "line":
             self._on_line(frame)
-        return self._trace_local
+        # None keeps the frame's f_trace as it is now: a callback that narrowed the events may
+        # have cleared it.
+        return None
 
     # -- switching --------------------------------------------------------------------------
 
@@ -109,11 +121,47 @@ class LineEvents:
                 frame.f_trace_lines = True
             frame = frame.f_back
 
+    def narrow(self, outer: Sequence[FrameType], inner: Sequence[FrameType]) -> None:
+        """While enabled, take line events only from the frames ``outer`` (3.12+: from their
+        code) until :meth:`widen`; ``inner`` are the frames on the stack inside the obstacle,
+        which lose theirs (main thread, from the callback)."""
+        if not self.enabled:
+            return
+        self.widen()
+        self.narrowed = True
+        if sys.version_info >= (3, 12):
+            tool = self._claim_tool()
+            _monitoring.set_events(tool, 0)
+            for code in {id(f.f_code): f.f_code for f in outer}.values():
+                _monitoring.set_local_events(tool, code, _monitoring.events.LINE)
+                self._narrowed_codes.append(code)
+            return
+        for f in inner:
+            f.f_trace = None
+        for f in outer:
+            f.f_trace = self._trace_local
+            f.f_trace_lines = True
+
+    def widen(self) -> None:
+        """Line events from all the user's code again (main thread)."""
+        if not self.narrowed:
+            return
+        self.narrowed = False
+        if sys.version_info >= (3, 12) and self._tool is not None:
+            for code in self._narrowed_codes:
+                _monitoring.set_local_events(self._tool, code, 0)
+            self._narrowed_codes.clear()
+            if self.enabled:
+                _monitoring.set_events(self._tool, _monitoring.events.LINE)
+
     def disable(self) -> None:
         """Switch off (3.11: on the main thread)."""
         if not self.enabled:
             return
         self.enabled = False
+        if sys.version_info >= (3, 12) and self.narrowed:
+            self.widen()  # clears the local events; global ones go off below
+        self.narrowed = False
         if sys.version_info >= (3, 12):
             if self._tool is not None:
                 _monitoring.set_events(self._tool, 0)

@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import CodeType, FrameType
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, cast
 
 import cloudpickle
 
@@ -30,7 +30,9 @@ from portal.capture.image import (
     ModuleRef,
     ProblemRecord,
 )
+from portal.capture.namespaces import GlobalsFirst
 from portal.capture.pickler import (
+    NamespaceRef,
     Reducer,
     dumps,
     iter_children,
@@ -51,6 +53,7 @@ __all__ = [
     "SnapshotResult",
     "check_position",
     "diagnose",
+    "outermost_obstacle",
     "take_snapshot",
 ]
 
@@ -146,6 +149,15 @@ class CaptureContext:
             frame.f_back is None or frame.f_back.f_globals is not self.main_namespace
         )
 
+    def has_safe_points(self, code: CodeType) -> bool:
+        """Whether a line of ``code`` can ever be a safe point: the user's code, and not a
+        generator, coroutine or comprehension (whose frame, running, is never carried)."""
+        return (
+            not code.co_flags & _NOT_CARRIED_FLAGS
+            and code.co_name not in _COMPREHENSIONS
+            and self.user_code.is_user_code(code)
+        )
+
     def resumed_info(self, code: CodeType) -> ResumedInfo | None:
         info = self.resumed.get(id(code))
         return info if info is not None and info.code is code else None
@@ -221,6 +233,27 @@ def check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | P
             )
         f = caller
     raise AssertionError("unreachable")
+
+
+def outermost_obstacle(frame: FrameType, ctx: CaptureContext) -> FrameType | None:
+    """The outermost frame of the chain from ``frame`` out to the script's entry frame that
+    keeps every line run inside it from being a safe point: library code, a generator or a
+    comprehension partway through, a frame called through C (``list(gen())``, ``map(f, ...)``,
+    a library's callback). No pause can be taken until it has left the stack, so a pending
+    pause need only listen to the frames outside it. None when no frame of the chain is one,
+    or the chain does not reach the entry frame. Cheap: no value is touched."""
+    obstacle = None
+    f: FrameType | None = frame
+    while f is not None:
+        if ctx.is_entry(f):
+            return obstacle
+        caller = f.f_back
+        if not ctx.has_safe_points(f.f_code) or (
+            caller is not None and not _frames.direct_caller(f, caller)
+        ):
+            obstacle = f
+        f = caller
+    return None
 
 
 def _record(
@@ -328,7 +361,7 @@ def take_snapshot(
     with _user_classes_by_value([m for _, m in user_modules]):
         try:
             data, buffers, size = dumps(
-                snapshot, namespaces=namespaces, reducers=reducers, keep=keep
+                _globals_first(snapshot), namespaces=namespaces, reducers=reducers, keep=keep
             )
         except Exception as exc:
             problems = diagnose(snapshot, chain, namespaces, reducers, exc)
@@ -355,6 +388,18 @@ def take_snapshot(
         problems=[ProblemRecord(**p.to_dict()) for p in history],
     )
     return SnapshotResult(CheckpointImage(header=header, pickle=data, buffers=buffers), [], size)
+
+
+def _globals_first(snapshot: Snapshot) -> GlobalsFirst:
+    """How ``snapshot`` is pickled: the user namespaces' globals first, each set in its module as
+    it loads (:mod:`portal.capture.namespaces`), then the snapshot, whose module records hold the
+    filled namespaces themselves."""
+    filled = [
+        ModuleRecord(m.name, cast(dict[str, Any], NamespaceRef(m.name))) for m in snapshot.modules
+    ]
+    return GlobalsFirst(
+        snapshot._replace(modules=filled), [(m.name, m.contents) for m in snapshot.modules]
+    )
 
 
 def _imports_to_replay(namespaces: Mapping[int, str]) -> list[str]:

@@ -8,11 +8,13 @@ COUNTER = {"n": 0}
 
 
 class Handle:
-    """Unpicklable by default (it holds a lock); the plugin's reducer rebuilds it by name."""
+    """Unpicklable by default (it holds a lock, held); the plugin's reducer rebuilds it by
+    name."""
 
     def __init__(self, name):
         self.name = name
         self.lock = threading.Lock()
+        self.lock.acquire()  # an unlocked one would travel (capture_locks)
 
 
 def reduce_handle(handle):

@@ -23,6 +23,7 @@ def report(problems):
 g_digest = hashlib.sha256()
 g_sock = socket.socket()
 g_lock = threading.Lock()
+g_lock.acquire()  # held: an unlocked lock would travel (re-created)
 g_thread = threading.Thread(target=time.sleep, args=(3600,), daemon=True)
 g_thread.start()
 g_file = open(os.__file__)  # noqa: SIM115 (outside the working directory: cannot travel)
@@ -39,10 +40,12 @@ def level3():
 
 
 def level2():
-    l2_lock = threading.Lock()  # noqa: F841
+    l2_lock = threading.Lock()
+    l2_lock.acquire()
     l2_file = open(os.__file__)  # noqa: SIM115
     level3()  # CALL level2
     l2_file.close()
+    l2_lock.release()
 
 
 def level1():

@@ -1,0 +1,96 @@
+"""A pause asked for while the program runs inside a call no safe point can be in (``list()``
+over a generator of the script, ``map()`` of a function of the script: pyperformance's nqueens
+shape) is taken at the first line outside it, at once, and the program runs at (nearly) full
+speed meanwhile; the resumed output is the plain run's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from _harness import EXIT_PAUSED, connect, plain_run, runtime, short_dir
+
+BOARDS = """
+import sys
+import time
+
+
+def numbers(n):
+    for i in range(n):
+        yield i
+
+
+def solutions(n):
+    for i in numbers(n):
+        if sum(d for d in range(i % 7)) % 3 == 0:
+            yield i
+
+
+def step(i):
+    x = i * i
+    return x % 7
+
+
+mode = sys.argv[1]
+for board in range(4):
+    print(f"board {board} starts", flush=True)
+    started = time.perf_counter()
+    if mode == "generator":
+        found = len(list(solutions(1_000_000)))
+    else:
+        found = sum(map(step, range(4_000_000)))
+    print(f"board {board}: {found}", flush=True)  # the first line after the call
+    print(f"took {time.perf_counter() - started:.3f}", file=sys.stderr, flush=True)
+"""
+_PRINT_LINE = next(i for i, line in enumerate(BOARDS.splitlines(), 1) if "first line" in line)
+
+
+@pytest.mark.parametrize("mode", ["generator", "map"])
+def test_a_pause_inside_a_long_call_is_taken_at_the_next_module_line(
+    tmp_path: Path, mode: str
+) -> None:
+    script = tmp_path / "boards.py"
+    script.write_text(BOARDS)
+    plain = plain_run(script, mode)
+    assert plain.returncode == 0, plain.stderr.decode()
+    board_s = max(float(t) for t in re.findall(rb"took ([0-9.]+)", plain.stderr))
+
+    work = short_dir()
+    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), mode)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None
+    try:
+        control = connect(proc, sock)
+        assert control is not None
+        first = b""
+        while not first.endswith(b"board 1 starts\n"):  # board 1 runs inside its call now
+            line = proc.stdout.readline()
+            assert line, first
+            first += line
+        time.sleep(min(0.1, board_s / 4))
+        control.pause(within=120)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
+        control.close()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    paused = events[-1]
+    assert paused["event"] == "paused", (events[-3:], err.decode())
+    assert proc.returncode == EXIT_PAUSED
+    assert paused["paused_at"] == f"boards.py:{_PRINT_LINE} in <module>"
+    # Taken when the board in progress ends (the board was ~35 times slower while a pause was
+    # pending, as every line inside tried it and failed). 3.11's tracer costs ~2x meanwhile.
+    assert paused["seconds_to_safe_point"] < 4 * board_s + 1.0, (paused, board_s)
+    assert (first + out).count(b"board 2") == 0  # the pause is at the end of board 1
+
+    resumed = subprocess.run(
+        runtime("resume", ckpt), capture_output=True, cwd=tmp_path, timeout=120, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert first + out + resumed.stdout == plain.stdout
