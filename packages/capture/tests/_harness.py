@@ -181,3 +181,23 @@ def run_chain(
             break
         cmd = runtime("resume", "--control", sock, ckpt)
     return chain
+
+
+def run_to_end(
+    script: Path, ckpt: Path, *, cwd: Path | None = None, max_runs: int = 5, timeout: float = 180
+) -> tuple[list[int], bytes, bytes]:
+    """Run ``script`` under the runtime, resuming after each pause the script asks for itself,
+    until it ends (or ``max_runs`` processes ran): exit codes and the combined output."""
+    cmd = runtime("run", "--checkpoint", str(ckpt), str(script))
+    codes: list[int] = []
+    out = err = b""
+    while len(codes) < max_runs:
+        done = subprocess.run(
+            cmd, capture_output=True, cwd=cwd or script.parent, timeout=timeout, check=False
+        )
+        codes.append(done.returncode)
+        out, err = out + done.stdout, err + done.stderr
+        if done.returncode != EXIT_PAUSED:
+            break
+        cmd = runtime("resume", str(ckpt))
+    return codes, out, err

@@ -5,13 +5,12 @@ kept; a pause of a script holding some resumes; what still cannot go fails clear
 from __future__ import annotations
 
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _harness import EXIT_PAUSED, plain_run, runtime
+from _harness import EXIT_PAUSED, plain_run, run_to_end
 
 from portal.capture import deepgraph
 from portal.capture.pickler import dumps
@@ -154,16 +153,7 @@ def test_too_deep_knows_the_recursion_error_behind_the_pickling_error() -> None:
 def test_a_script_holding_deep_graphs_pauses_twice_and_resumes(scripts: Path) -> None:
     script = scripts / "deep_graph.py"
     ckpt = script.with_suffix(".portal")
-    cmd = runtime("run", "--checkpoint", str(ckpt), str(script))
-    codes: list[int] = []
-    out = err = b""
-    while len(codes) < 5:
-        done = subprocess.run(cmd, capture_output=True, cwd=scripts, timeout=120, check=False)
-        codes.append(done.returncode)
-        out, err = out + done.stdout, err + done.stderr
-        if done.returncode != EXIT_PAUSED:
-            break
-        cmd = runtime("resume", str(ckpt))
+    codes, out, err = run_to_end(script, ckpt, cwd=scripts, timeout=120)
     assert codes == [EXIT_PAUSED, EXIT_PAUSED, 0], err.decode()
     plain = plain_run(script)
     assert plain.returncode == 0, plain.stderr.decode()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import pickle
-import subprocess
 import sys
 import textwrap
 import types
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _harness import EXIT_PAUSED, plain_run, runtime
+from _harness import EXIT_PAUSED, plain_run, run_to_end
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -354,14 +353,6 @@ def test_a_script_pauses_twice_while_its_generator_holds_lists(tmp_path: Path) -
     script = tmp_path / "walk.py"
     script.write_text(_PAUSED_TWICE_IN_A_GENERATOR)
     ckpt = tmp_path / "ck.portal"
-    cmd = runtime("run", "--checkpoint", str(ckpt), str(script))
-    codes, out, err = [], b"", b""
-    for _ in range(4):
-        done = subprocess.run(cmd, capture_output=True, cwd=tmp_path, timeout=60, check=False)
-        codes.append(done.returncode)
-        out, err = out + done.stdout, err + done.stderr
-        if done.returncode != EXIT_PAUSED:
-            break
-        cmd = runtime("resume", str(ckpt))
+    codes, out, err = run_to_end(script, ckpt, cwd=tmp_path, max_runs=4, timeout=60)
     assert codes == [EXIT_PAUSED, EXIT_PAUSED, 0], err.decode()
     assert out == plain_run(script).stdout
