@@ -14,13 +14,12 @@ the check themselves after every report, across a chain of pauses inside ``train
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import pytest
-from _harness import CORPUS, EXIT_PAUSED, plain_run, runtime
+from _harness import CORPUS, EXIT_PAUSED, plain_run, run_to_end
 
 from portal.capture.usercode import UserCode
 
@@ -36,28 +35,11 @@ def _job(tmp_path: Path, variant: str) -> Path:
     return job / "main.py"
 
 
-def _run_to_end(script: Path) -> tuple[list[int], bytes, bytes]:
-    """Run under Portal, resuming after every pause; exit codes and the combined output."""
-    ckpt = script.with_suffix(".portal")
-
-    def run(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(cmd, capture_output=True, cwd=script.parent, timeout=180, check=False)
-
-    done = run(runtime("run", "--checkpoint", str(ckpt), str(script)))
-    codes, out, err = [done.returncode], done.stdout, done.stderr
-    while codes[-1] == EXIT_PAUSED and len(codes) <= 2 * PAUSES:
-        done = run(runtime("resume", str(ckpt)))
-        codes.append(done.returncode)
-        out += done.stdout
-        err += done.stderr
-    return codes, out, err
-
-
 def _check(script: Path) -> None:
     plain = plain_run(script)
     assert plain.returncode == 0, plain.stderr.decode()
     assert b"BROKEN" not in plain.stdout
-    codes, out, err = _run_to_end(script)
+    codes, out, err = run_to_end(script, script.with_suffix(".portal"), max_runs=2 * PAUSES + 1)
     broken = [line for line in out.decode().splitlines() if "BROKEN" in line]
     assert not broken, "\n".join(broken[:3])
     assert codes == [EXIT_PAUSED] * PAUSES + [0], err.decode()

@@ -16,32 +16,15 @@ from __future__ import annotations
 
 import enum
 import shutil
-import subprocess
 import types
 from pathlib import Path
 
-from _harness import CORPUS, EXIT_PAUSED, plain_run, runtime
+from _harness import CORPUS, EXIT_PAUSED, plain_run, run_to_end
 
 from portal.capture.namespaces import fill_order
 
 #: The script pauses itself at three steps (see its ``PAUSE_AT``).
 PAUSES = 3
-
-
-def _run_to_end(script: Path, ckpt: Path) -> tuple[list[int], bytes, bytes]:
-    """Run under Portal, resuming after every pause; exit codes and the combined output."""
-
-    def run(cmd: list[str]) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(cmd, capture_output=True, cwd=script.parent, timeout=180, check=False)
-
-    done = run(runtime("run", "--checkpoint", str(ckpt), str(script)))
-    codes, out, err = [done.returncode], done.stdout, done.stderr
-    while codes[-1] == EXIT_PAUSED and len(codes) <= 2 * PAUSES:
-        done = run(runtime("resume", str(ckpt)))
-        codes.append(done.returncode)
-        out += done.stdout
-        err += done.stderr
-    return codes, out, err
 
 
 def test_user_code_run_while_loading_finds_its_modules_globals(tmp_path: Path) -> None:
@@ -52,7 +35,7 @@ def test_user_code_run_while_loading_finds_its_modules_globals(tmp_path: Path) -
     assert plain.returncode == 0, plain.stderr.decode()
     assert b"identity ok" in plain.stdout
 
-    codes, out, err = _run_to_end(script, tmp_path / "ck.portal")
+    codes, out, err = run_to_end(script, tmp_path / "ck.portal", max_runs=2 * PAUSES + 1)
     assert codes == [EXIT_PAUSED] * PAUSES + [0], err.decode()
     assert err == b""
     assert out == plain.stdout  # same states, same enum members, same namespaces
