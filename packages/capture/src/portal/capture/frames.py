@@ -12,10 +12,12 @@ caller is the safe-point callback, on the paused thread itself.
 from __future__ import annotations
 
 import ctypes
+import dis
 import sys
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Final, NamedTuple
 
+from portal.capture import stackdepth
 from portal.capture.codegen import NULL
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "FrameLayout",
     "continuation_offset",
     "direct_caller",
+    "forwarded_call_depth",
     "local_slot_count",
     "read_slots_and_stack",
 ]
@@ -51,6 +54,8 @@ _LAYOUTS: Final = {
     ),
 }
 _F_FRAME: Final = 24  # PyFrameObject.f_frame
+_FRAME_OWNED_BY_CSTACK: Final = 3  # 3.12+: the shim frame of an eval loop entered from C
+_CALL_FUNCTION_EX: Final = dis.opmap["CALL_FUNCTION_EX"]
 _PTR: Final = ctypes.sizeof(ctypes.c_void_p)
 
 LAYOUT: Final = _LAYOUTS.get(sys.version_info[:2])
@@ -110,6 +115,60 @@ def direct_caller(callee: FrameType, caller: FrameType) -> bool:
     return layout.is_entry is None or not ctypes.c_bool.from_address(inner + layout.is_entry).value
 
 
+def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
+    """For a call through C that only forwards a call: ``caller`` waits at ``CALL_FUNCTION_EX``
+    (``f(*args, **kwargs)``) whose callable is ``callee``'s function or a method bound to it, and
+    the interpreter entered ``callee`` from that instruction through ``PyObject_Call``, which
+    holds no state of its own. The depth of ``caller``'s value stack below the call's operands
+    (the stack it continues with, the return value on top), or None for any other call.
+
+    3.11 makes every ``f(*args)`` such a call, 3.12 and 3.13 ``obj.method(*args)``; inside one,
+    a frame's stack pointer is not saved, so the depth comes from the bytecode
+    (:mod:`portal.capture.stackdepth`), and is trusted only when the slots it names hold the
+    callable and the NULL beside it, as the interpreter left them.
+    """
+    layout = _layout()
+    code = caller.f_code
+    lasti = caller.f_lasti
+    raw = code.co_code
+    if not 0 <= lasti < len(raw) or raw[lasti] != _CALL_FUNCTION_EX:
+        return None
+    inner = _iframe(callee)
+    outer = _iframe(caller)
+    previous = ctypes.c_void_p.from_address(inner + layout.previous).value or 0
+    if layout.is_entry is not None:  # 3.11: the callee is an entry frame linked to the caller
+        if previous != outer or not ctypes.c_bool.from_address(inner + layout.is_entry).value:
+            return None
+    else:  # 3.12+: the C entry's shim frame sits between
+        if not previous:
+            return None
+        if ctypes.c_uint8.from_address(previous + layout.owner).value != _FRAME_OWNED_BY_CSTACK:
+            return None
+        if (ctypes.c_void_p.from_address(previous + layout.previous).value or 0) != outer:
+            return None
+    depth = stackdepth.depth_before(code, lasti)
+    operands = 3 + (raw[lasti + 1] & 1)  # callable, NULL, positional tuple, keyword dict
+    nslots = local_slot_count(code)
+    if depth is None or depth < operands or nslots + depth > nslots + code.co_stacksize:
+        return None
+    below = depth - operands
+    first = outer + layout.localsplus + (nslots + below) * _PTR
+    pair = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in (0, 1)]
+    if sum(1 for address in pair if not address) != 1:
+        return None
+    address = pair[0] or pair[1]
+    assert address is not None
+    if not _calls_code(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
+        return None
+    return below
+
+
+def _calls_code(target: object, code: CodeType) -> bool:
+    if isinstance(target, MethodType):
+        target = target.__func__
+    return isinstance(target, FunctionType) and target.__code__ is code
+
+
 def continuation_offset(frame: FrameType, *, innermost: bool) -> int:
     """Byte offset where ``frame`` continues: the next instruction for the paused frame, the
     instruction after the pending call for a frame waiting on its callee."""
@@ -125,16 +184,22 @@ def continuation_offset(frame: FrameType, *, innermost: bool) -> int:
     return lasti + 2 * return_offset  # 3.13: the instruction pointer is at the call itself
 
 
-def read_slots_and_stack(frame: FrameType) -> tuple[list[object], list[object]]:
+def read_slots_and_stack(
+    frame: FrameType, depth: int | None = None
+) -> tuple[list[object], list[object]]:
     """The frame's ``localsplus`` slots and its value stack, with :data:`NULL` for empty ones.
 
     ``stacktop`` is valid for the paused frame (synced before a line callback) and for frames
-    waiting on a call (saved at the inlined call).
+    waiting on an inlined call (saved at the call); a frame waiting on a call through C passes
+    its ``depth`` (:func:`forwarded_call_depth`) instead.
     """
     layout = _layout()
     base = _iframe(frame)
     nslots = local_slot_count(frame.f_code)
-    stacktop = ctypes.c_int.from_address(base + layout.stacktop).value
+    if depth is None:
+        stacktop = ctypes.c_int.from_address(base + layout.stacktop).value
+    else:
+        stacktop = nslots + depth
     if not nslots <= stacktop <= nslots + frame.f_code.co_stacksize:
         raise RuntimeError(
             f"frame {frame.f_code.co_qualname} has no valid stack pointer ({stacktop})"

@@ -223,7 +223,7 @@ def check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | P
                 "the frame is not running under the script's entry frame",
                 f,
             )
-        if not _frames.direct_caller(f, caller):
+        if not _reaches(f, caller):
             return _position_problem(
                 code.co_qualname,
                 "call through C",
@@ -249,21 +249,40 @@ def outermost_obstacle(frame: FrameType, ctx: CaptureContext) -> FrameType | Non
             return obstacle
         caller = f.f_back
         if not ctx.has_safe_points(f.f_code) or (
-            caller is not None and not _frames.direct_caller(f, caller)
+            caller is not None and not _reaches(f, caller)
         ):
             obstacle = f
         f = caller
     return None
 
 
+def _reaches(callee: FrameType, caller: FrameType) -> bool:
+    """Whether ``caller`` waits on ``callee`` with no state in C between them: a direct call,
+    or one that C only forwards (``f(*args)``; see :func:`portal.capture.frames.forwarded_call_depth`)."""
+    return _frames.direct_caller(callee, caller) or (
+        _frames.forwarded_call_depth(callee, caller) is not None
+    )
+
+
 def _record(
-    frame: FrameType, innermost: bool, ctx: CaptureContext, namespaces: Mapping[int, str]
+    frame: FrameType,
+    callee: FrameType | None,
+    ctx: CaptureContext,
+    namespaces: Mapping[int, str],
 ) -> FrameRecord:
+    """One frame of the chain; ``callee`` is the frame it waits on (None for the paused one)."""
     code = frame.f_code
-    slots, stack = _frames.read_slots_and_stack(frame)
+    forwarded = (
+        None
+        if callee is None or _frames.direct_caller(callee, frame)
+        else _frames.forwarded_call_depth(callee, frame)
+    )
+    slots, stack = _frames.read_slots_and_stack(frame, forwarded)
     info = ctx.resumed_info(code)
-    if innermost:
+    if callee is None:
         resume_at, call_at = frame.f_lasti, None
+    elif forwarded is not None:  # CALL_FUNCTION_EX has no cache entries
+        resume_at, call_at = frame.f_lasti + 2, frame.f_lasti
     else:
         resume_at, call_at = _frames.continuation_offset(frame, innermost=False), frame.f_lasti
     if info is not None:
@@ -349,7 +368,9 @@ def take_snapshot(
                 f,
             )
             return SnapshotResult(None, [problem], 0)
-    records = [_record(f, i == 0, ctx, namespaces) for i, f in enumerate(chain)]
+    records = [
+        _record(f, chain[i - 1] if i else None, ctx, namespaces) for i, f in enumerate(chain)
+    ]
     records.reverse()
     extensions = [
         (ext.name, ext.capture())
