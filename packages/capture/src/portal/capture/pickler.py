@@ -62,6 +62,21 @@ _CLASS_SKELETONS = (
 _DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
 
 
+def _with_slots(cls: type, reduced: tuple[Any, ...]) -> tuple[Any, ...]:
+    """cloudpickle makes a class's skeleton without its ``__slots__`` (its member descriptors
+    are left out of the class state, to be made by ``type()``, but the skeleton is made
+    without them): the rebuilt class's instances would get a ``__dict__`` instead, and pickling
+    that class again fails (``KeyError`` for a ``__slots__`` given as one string). Its
+    ``__slots__`` go into the skeleton's namespace, so ``type()`` makes the same slots."""
+    slots = cls.__dict__.get("__slots__")
+    if slots is None or reduced[0] is not cloudpickle.cloudpickle._make_skeleton_class:
+        return reduced
+    make, args, *rest = reduced
+    type_constructor, name, bases, type_kwargs, *more = args
+    type_kwargs = {**type_kwargs, "__slots__": slots}
+    return (make, (type_constructor, name, bases, type_kwargs, *more), *rest)
+
+
 def resolve_reducers(reducers: Mapping[str, Reducer]) -> dict[Any, Reducer]:
     """Types for the registered names whose modules the program has already imported.
 
@@ -191,6 +206,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         reduced = super().reducer_override(cls)
         if not isinstance(reduced, tuple) or reduced[0] not in _CLASS_SKELETONS:
             return reduced  # by reference
+        reduced = _with_slots(cls, reduced)
         home = getattr(cls, "__module__", None)
         module = sys.modules.get(home) if isinstance(home, str) else None
         name = None if module is None else self._namespaces.get(id(module.__dict__))
