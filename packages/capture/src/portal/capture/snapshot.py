@@ -248,9 +248,7 @@ def outermost_obstacle(frame: FrameType, ctx: CaptureContext) -> FrameType | Non
         if ctx.is_entry(f):
             return obstacle
         caller = f.f_back
-        if not ctx.has_safe_points(f.f_code) or (
-            caller is not None and not _reaches(f, caller)
-        ):
+        if not ctx.has_safe_points(f.f_code) or (caller is not None and not _reaches(f, caller)):
             obstacle = f
         f = caller
     return None

@@ -12,6 +12,7 @@ before: the call is one through C, with no safe point inside it.
 from __future__ import annotations
 
 import dis
+import itertools
 from types import CodeType
 from typing import Final
 
@@ -55,7 +56,7 @@ def depth_before(code: CodeType, offset: int) -> int | None:
 def _depths(code: CodeType) -> dict[int, int] | None:
     instructions = {i.offset: i for i in dis.get_instructions(code)}
     order = sorted(instructions)
-    following = {a: b for a, b in zip(order, order[1:], strict=False)}
+    following = dict(itertools.pairwise(order))
     depths: dict[int, int] = {}
     pending: list[tuple[int, int]] = [(0, 0)]
     for entry in decode_exception_table(code.co_exceptiontable):
