@@ -13,6 +13,35 @@ from _harness import EXIT_PAUSED, plain_run, run_to_end
 from portal.capture.pickler import dumps
 
 MODULE = """
+import abc
+from typing import NamedTuple
+
+
+class Point(NamedTuple):  # typing's metaclass refuses __slots__ in a class namespace
+    x: int
+    y: int = 0
+
+    def norm(self):
+        return abs(self.x) + abs(self.y)
+
+
+class Shape(abc.ABC):
+    __slots__ = ("name",)
+
+    @abc.abstractmethod
+    def area(self): ...
+
+
+class Square(Shape):
+    __slots__ = ["side"]
+
+    def __init__(self, side):
+        self.name, self.side = "square", side
+
+    def area(self):
+        return self.side * self.side
+
+
 class Token:
     __slots__ = ("value", "parent")
 
@@ -39,6 +68,8 @@ from portal.runtime import rt
 import toks
 
 lists = []
+points = [toks.Point(i, -i) for i in range(3)]
+shapes = [toks.Square(i) for i in range(3)]
 for i in range(30):
     lists.append(toks.TokenList([toks.Token(j) for j in range(i % 4)]))
     if i in (10, 20) and rt.active:
@@ -47,6 +78,8 @@ print(sum(len(tl.tokens) for tl in lists), toks.TokenList.__slots__, toks.Token.
 print([hasattr(tl, "__dict__") for tl in (lists[0], lists[15], lists[-1])])
 print(all(type(tl) is toks.TokenList and tl.tokens[0].parent is tl for tl in lists if tl.tokens))
 print(sorted(k for k in vars(toks.TokenList) if not k.startswith("__")))
+print([p.norm() for p in points], points[1]._asdict(), type(points[0]) is toks.Point)
+print([s.area() for s in shapes], [hasattr(s, "__dict__") for s in shapes], toks.Square(4).area())
 """
 
 

@@ -19,6 +19,7 @@ running thread, a child process) with a clear message rather than pickling their
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import functools
 import importlib
@@ -67,9 +68,18 @@ def _with_slots(cls: type, reduced: tuple[Any, ...]) -> tuple[Any, ...]:
     are left out of the class state, to be made by ``type()``, but the skeleton is made
     without them): the rebuilt class's instances would get a ``__dict__`` instead, and pickling
     that class again fails (``KeyError`` for a ``__slots__`` given as one string). Its
-    ``__slots__`` go into the skeleton's namespace, so ``type()`` makes the same slots."""
+    ``__slots__`` go into the skeleton's namespace, so ``type()`` makes the same slots.
+
+    Only for non-empty slots of classes made by ``type`` or ``ABCMeta`` from plain bases: other
+    metaclasses may refuse a ``__slots__`` in the namespace (``typing.NamedTuple``'s does), and
+    empty slots make no descriptor to lose."""
     slots = cls.__dict__.get("__slots__")
-    if slots is None or reduced[0] is not cloudpickle.cloudpickle._make_skeleton_class:
+    if (
+        not slots
+        or reduced[0] is not cloudpickle.cloudpickle._make_skeleton_class
+        or type(cls) not in (type, abc.ABCMeta)
+        or "__orig_bases__" in cls.__dict__
+    ):
         return reduced
     make, args, *rest = reduced
     type_constructor, name, bases, type_kwargs, *more = args
