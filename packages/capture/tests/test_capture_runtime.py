@@ -268,3 +268,53 @@ def test_the_control_channel_can_be_read_while_its_own_thread_holds_its_lock(
         channel.close()
         for sock in (channel._server, channel._wake_r, channel._wake_w):  # never served
             sock.close()
+
+
+def test_a_state_that_fails_to_load_is_told_and_the_checkpoint_kept(tmp_path: Path) -> None:
+    """Code that runs while the state loads (an object's own ``__reduce__`` function) raises:
+    the resume says what failed, where, and the way out, with no traceback; the checkpoint is
+    as it was, so a resume where that code works continues the program."""
+    (tmp_path / "fragile.py").write_text(
+        "import os\n\n\n"
+        "def rebuild(value):\n"
+        "    if os.environ.get('FRAGILE_BREAK') == '1':\n"
+        "        raise LookupError('no such table: ' + str(value))\n"
+        "    return Fragile(value)\n\n\n"
+        "class Fragile:\n"
+        "    def __init__(self, value):\n"
+        "        self.value = value\n\n"
+        "    def __reduce__(self):\n"
+        "        return rebuild, (self.value,)\n"
+    )
+    script = tmp_path / "main.py"
+    script.write_text(
+        "import os\nimport signal\n\nimport fragile\nfrom portal.runtime import rt\n\n"
+        "held = fragile.Fragile(41)\n"
+        "if rt.active:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "print('value', held.value + 1)\n"
+    )
+    ckpt = tmp_path / "main.portal"
+    first = _run(runtime("run", "--checkpoint", str(ckpt), str(script)), tmp_path)
+    assert first.returncode == EXIT_PAUSED, first.stderr.decode()
+    before = ckpt.read_bytes()
+    broken = subprocess.run(
+        runtime("resume", str(ckpt)),
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+        env={**os.environ, "FRAGILE_BREAK": "1"},
+    )
+    assert broken.returncode == EXIT_REFUSED
+    message = broken.stderr.decode()
+    assert "[CAPTURE_RESTORE_FAILED]" in message
+    assert "rebuilding the program's state failed in rebuild (fragile.py:6)" in message
+    assert "LookupError: no such table: 41" in message
+    assert "The checkpoint is unchanged" in message
+    assert "Traceback" not in message
+    assert broken.stdout == b""
+    assert ckpt.read_bytes() == before
+    resumed = _run(runtime("resume", str(ckpt)), tmp_path)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert resumed.stdout == b"value 42\n"

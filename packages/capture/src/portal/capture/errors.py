@@ -9,6 +9,7 @@ from portal.core.errors import CapturePortalError
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointFormatTooNewError",
+    "CheckpointRestoreError",
     "CheckpointUnreadableError",
     "DebugBuildError",
     "PythonVersionMismatchError",
@@ -50,3 +51,11 @@ class CheckpointCorruptError(CheckpointUnreadableError):
     """The checkpoint's bytes are not a whole, intact checkpoint (truncated, altered, not one)."""
 
     code: ClassVar[str] = "CAPTURE_CHECKPOINT_CORRUPT"
+
+
+class CheckpointRestoreError(CapturePortalError):
+    """The checkpoint reads whole, but loading the program's state from it failed: code of the
+    program or of a library it uses raised while its objects were rebuilt (a library of another
+    version than the one that wrote it, say). The checkpoint is left as it was."""
+
+    code: ClassVar[str] = "CAPTURE_RESTORE_FAILED"

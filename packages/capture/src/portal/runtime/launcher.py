@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from portal.capture import _plugins
 from portal.capture.engine import PROBE_BUDGET_S, Engine, Event
+from portal.capture.errors import CheckpointRestoreError
 from portal.capture.extensions.signals import reinstall_after_arming
 from portal.capture.extensions.workdir import set_job_root
 from portal.capture.image import check_interpreter, check_resumable_here, read_image
@@ -27,7 +28,7 @@ from portal.capture.probe import set_active_context
 from portal.capture.resume import RESUMED_CODE, restore
 from portal.capture.snapshot import CaptureContext
 from portal.capture.usercode import UserCode
-from portal.core.errors import InvalidArgumentError
+from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
@@ -186,7 +187,12 @@ def resume_script(
         os.chdir(header.cwd)
     main = _main_module(header.script)
     extensions = _plugins.load_capture_extensions()
-    restored = restore(image, main, extensions=extensions)
+    try:
+        restored = restore(image, main, extensions=extensions)
+    except PortalError:
+        raise
+    except Exception as exc:
+        raise _restore_failed(checkpoint_in, exc) from exc
     del image  # its buffers now belong to the restored objects
     context = CaptureContext(
         user_code=UserCode(header.script),
@@ -207,3 +213,18 @@ def resume_script(
         return _execute(restored.module_code, restored.main_namespace)
     finally:
         _finish(engine)
+
+
+def _restore_failed(path: str, exc: BaseException) -> CheckpointRestoreError:
+    """What a failed load says: the error, where it was raised, and the ways out."""
+    where = ""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        where = f" in {last.name} ({os.path.basename(last.filename)}:{last.lineno})"
+    return CheckpointRestoreError(
+        f"cannot resume from {path}: rebuilding the program's state failed{where}: "
+        f"{type(exc).__name__}: {exc}. The checkpoint is unchanged. Resume where the same "
+        "versions of the program's packages are installed as where it was paused, or keep "
+        "the value that fails out of the state across a pause point"
+    )
