@@ -35,8 +35,7 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, caches, deepgraph, generators, instances
-from portal.core.specs import WaitForSafePoint
+from portal.capture import _rebuild, caches, deepgraph, generators
 
 __all__ = [
     "CheckpointPickler",
@@ -120,8 +119,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     :param namespaces: ``id(module.__dict__) -> module name`` for the user namespaces pickled by
         name (their contents are pickled by the caller, once).
     :param reducers: plugin reducers by type (see :func:`resolve_reducers`); they win over ours.
-    :param exact: instances of the program's own classes with a ``__reduce__`` of their own
-        travel as their raw state (see :mod:`portal.capture.instances`).
     :param deep: defer plain instances' builds to the top level of the pickle, for a graph too
         deep to pickle by recursion (see :mod:`portal.capture.deepgraph`); dump
         ``deepgraph.DeferredBuilds.wrap(obj)`` then.
@@ -135,7 +132,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         reducers: Mapping[type, Reducer] | None = None,
         buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
         deep: bool = False,
-        exact: bool = True,
     ) -> None:
         # cloudpickle's table is a ChainMap (its reducers, then copyreg's), which the C pickler
         # looks up through Python for every object without a reducer_override answer: a plain
@@ -159,7 +155,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._namespace_refs: dict[str, NamespaceRef] = {}
         # A graph too deep for the plain pickle: plain instances' builds deferred (deepgraph).
         self._deep = deepgraph.DeferredBuilds(self.dispatch_table) if deep else None
-        self._exact = exact
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -198,12 +193,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _refuse_process_bound
         if issubclass(t, io.IOBase):
             return _reduce_stream
-        if (
-            self._exact
-            and t not in self.dispatch_table
-            and instances.is_exact_candidate(t, self._user_modules)
-        ):
-            return instances.reduce_exact
         return None
 
     # -- reducers that need the pickler's state ---------------------------------------------
@@ -268,6 +257,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
                 state["entries"], namespaces=self._namespaces, reducers=self._plugin_reducers
             )
             if error is not None:
+                from portal.core.specs import WaitForSafePoint
+
                 if isinstance(error, WaitForSafePoint):
                     raise error  # carried a few lines later
                 state = caches.without_contents(state, f"{type(error).__name__}: {error}")
@@ -380,15 +371,10 @@ def dumps(
     namespaces: Mapping[int, str],
     reducers: Mapping[type, Reducer] | None = None,
     keep: bool = True,
-    exact: bool = True,
 ) -> tuple[bytes, list[memoryview], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
     and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would
-    hold, which the checkpoint check reports and the placement policies measure).
-
-    :param exact: see :mod:`portal.capture.instances`. When the exact pickle fails after it
-        met such an instance, the state is pickled again with each class's own ``__reduce__``.
-    """
+    hold, which the checkpoint check reports and the placement policies measure)."""
     buffers: list[memoryview] = []
     buffered = 0
 
@@ -406,12 +392,7 @@ def dumps(
         buffers.clear()
         buffered = 0
         pickler = CheckpointPickler(
-            sink,
-            namespaces=namespaces,
-            reducers=reducers,
-            buffer_callback=on_buffer,
-            deep=deep,
-            exact=exact,
+            sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer, deep=deep
         )
         try:
             with deepgraph.pickling_depth():
@@ -419,11 +400,6 @@ def dumps(
             break
         except Exception as exc:
             if deep or not deepgraph.too_deep(exc):
-                met_exact = instances.reduce_exact in pickler._handlers.values()
-                if exact and met_exact and not isinstance(exc, WaitForSafePoint):
-                    return dumps(
-                        obj, namespaces=namespaces, reducers=reducers, keep=keep, exact=False
-                    )
                 raise
         finally:
             # The handler cache holds bound methods (a cycle through the pickler) and the memo
