@@ -94,3 +94,72 @@ def test_a_pause_inside_a_long_call_is_taken_at_the_next_module_line(
     )
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert first + out + resumed.stdout == plain.stdout
+
+
+FILES = """
+import io
+import sys
+import tokenize
+
+SOURCE = "total = 1 + 2  # a line\\n" * 1500
+
+
+def check(text):
+    count = 0
+    # tokenize's generator (a library's, partway through) is on this frame's stack meanwhile
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        count += len(token.string)
+    return count
+
+
+for number in range(int(sys.argv[1])):
+    print(f"file {number}: {check(SOURCE)}", flush=True)
+"""
+
+
+def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
+    tmp_path: Path,
+) -> None:
+    """pycodestyle's shape: a file's check holds a library's generator on its stack, and the gap
+    between two files is short. The pause is taken in that gap (the events are narrowed to the
+    holding frame and those outside it, each line asking whether the value has left), not at
+    the script's end."""
+    script = tmp_path / "files.py"
+    script.write_text(FILES)
+    files = "120"
+    plain = plain_run(script, files)
+    assert plain.returncode == 0, plain.stderr.decode()
+
+    work = short_dir()
+    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), files)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdout is not None
+    try:
+        control = connect(proc, sock)
+        assert control is not None
+        first = b""
+        while not first.endswith(b"\n") or not first.splitlines()[-1].startswith(b"file 3:"):
+            line = proc.stdout.readline()
+            assert line, first
+            first += line
+        control.pause(within=120)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
+        control.close()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    kinds = [e["event"] for e in events]
+    assert kinds[-1] == "paused", (events[-3:], err.decode())
+    paused_at = events[-1]["paused_at"]
+    assert paused_at in {"files.py:14 in check", "files.py:18 in <module>"}, paused_at
+    done = (first + out).count(b"\n")
+    assert done < 30, done  # within a few files of the notice, not at the end
+
+    resumed = subprocess.run(
+        runtime("resume", ckpt), capture_output=True, cwd=tmp_path, timeout=120, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert first + out + resumed.stdout == plain.stdout

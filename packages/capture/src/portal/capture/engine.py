@@ -29,6 +29,7 @@ from typing import Any, Final
 import attrs
 import msgspec
 
+from portal.capture.held import HeldValues
 from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probe import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
@@ -192,6 +193,8 @@ class Engine:
         self._backoff = _BACKOFF_FIRST
         self._next_try = 0.0
         self._ready: Callable[[], bool] | None = None  # a WaitForSafePoint's "try again now"
+        #: The frame slots holding what the last try could not carry (portal.capture.held).
+        self._held: HeldValues | None = None
         self._history: dict[tuple[str, str, str, str], Problem] = {}
         self._last_reported: frozenset[tuple[str, str, str]] = frozenset()
         self._previous_handlers: dict[int, Any] = {}
@@ -386,9 +389,16 @@ class Engine:
         if self._in_callback:
             return
         self._in_callback = True
-        # A line after narrowing is an outer frame's: the obstacle has left the stack.
-        self._events.widen()
         try:
+            held, request = self._held, self._request
+            if held is not None:
+                if request is not None and self._clock() < min(self._next_try, request.deadline):
+                    if not held.gone(frame):
+                        return  # what failed is still held: no try can pass yet
+                    self._next_try = 0.0  # it has left: try at this very line
+                self._held = None
+            # A line after narrowing is an outer frame's: the obstacle has left the stack.
+            self._events.widen()
             if self._request is None and self._probe is not None:
                 self._try_probe(frame)
             self._try_pause(frame)  # also a pause asked for while the check ran: same point
@@ -595,6 +605,8 @@ class Engine:
             self._next_try = self._clock() + self._backoff
             self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
             self._ready = result.ready
+            if result.held is not None:
+                self._listen_while_held(frame, result.held)
             return
         with self._lock:
             if self._request is not request:
@@ -633,6 +645,26 @@ class Engine:
             inner.append(inner[-1].f_back)
         outer = []
         f = obstacle.f_back
+        while f is not None:
+            if self.context.has_safe_points(f.f_code):
+                outer.append(f)
+            f = f.f_back
+        self._events.narrow(outer, inner)
+
+    def _listen_while_held(self, frame: FrameType, held: HeldValues) -> None:
+        """Line events only from the frame holding what failed and the frames outside it, each
+        line asking whether it has let go (see :mod:`.held`): the program runs inside it at
+        full speed, and the pause is tried at the first line after the value has left."""
+        self._held = held
+        inner = []
+        f: FrameType | None = frame
+        while f is not None and f is not held.holder:
+            inner.append(f)
+            f = f.f_back
+        if f is None:  # the holder is not on this stack: try on the timer, as before
+            self._held = None
+            return
+        outer = []
         while f is not None:
             if self.context.has_safe_points(f.f_code):
                 outer.append(f)

@@ -28,6 +28,7 @@ __all__ = [
     "forwarded_call_depth",
     "local_slot_count",
     "read_slots_and_stack",
+    "slot_address",
 ]
 
 
@@ -213,3 +214,15 @@ def read_slots_and_stack(
         else:
             values.append(NULL)
     return values[:nslots], values[nslots:]
+
+
+def slot_address(frame: FrameType, index: int) -> int | None:
+    """The address of the object in ``frame``'s ``localsplus`` slot ``index`` (a local, a cell
+    or, past them, a value-stack entry): 0 for an empty slot, None past the stack's top. Valid
+    where :func:`read_slots_and_stack` is (the frame at its own line event); one read, so a
+    pending pause can ask it at every line of a frame cheaply."""
+    layout = _layout()
+    base = _iframe(frame)
+    if index >= ctypes.c_int.from_address(base + layout.stacktop).value:
+        return None
+    return ctypes.c_void_p.from_address(base + layout.localsplus + index * _PTR).value or 0

@@ -23,6 +23,7 @@ import cloudpickle
 
 from portal.capture import frames as _frames
 from portal.capture.codegen import NULL
+from portal.capture.held import HeldSlot, HeldValues
 from portal.capture.image import (
     CheckpointImage,
     Header,
@@ -326,6 +327,8 @@ class SnapshotResult(NamedTuple):
     pickle_size: int
     #: From a :class:`WaitForSafePoint`: true once trying again could pass (None: back off).
     ready: Callable[[], bool] | None = None
+    #: When every value that failed is held by a frame of the chain: those frames' slots.
+    held: HeldValues | None = None
 
 
 def take_snapshot(
@@ -383,12 +386,16 @@ def take_snapshot(
                 _globals_first(snapshot), namespaces=namespaces, reducers=reducers, keep=keep
             )
         except Exception as exc:
-            problems = diagnose(snapshot, chain, namespaces, reducers, exc)
+            slots: list[HeldSlot | None] = []
+            problems = diagnose(snapshot, chain, namespaces, reducers, exc, held=slots)
             # A value that only needs a later line (WaitForSafePoint) delays the pause like a
             # position does; whatever else is wrong is named once that has passed.
             waiting = [p for p in problems if p.kind == "position"]
             ready = exc.ready if isinstance(exc, WaitForSafePoint) else None
-            return SnapshotResult(None, waiting or problems, 0, ready)
+            held = None
+            if not waiting and slots and all(slot is not None for slot in slots):
+                held = HeldValues([slot for slot in slots if slot is not None], chain)
+            return SnapshotResult(None, waiting or problems, 0, ready, held)
     if not keep:
         return SnapshotResult(None, [], size)
     header = Header(
@@ -443,12 +450,16 @@ def diagnose(
     error: BaseException,
     *,
     budget: int = 2000,
+    held: list[HeldSlot | None] | None = None,
 ) -> list[Problem]:
     """Name each value of ``snapshot`` that cannot be pickled, as the script knows it.
 
     Pickles each root (a global, a local, a stack entry) alone; for each that fails, descends
     into its parts (``[key]``, ``[i]``, ``.attr``) while a part still fails, and reports the
     deepest failing values. Runs only after a real pickle failed, so its cost is paid only then.
+
+    :param held: receives, for each root that fails, the frame slot holding it (None for a
+        global or an extension's state): see :mod:`portal.capture.held`.
     """
     innermost_where = where(chain[0]) if chain else "?"
     seen: set[int] = set()
@@ -484,35 +495,39 @@ def diagnose(
                 )
             )
 
-    roots: list[tuple[str, object, str]] = []
+    roots: list[tuple[str, object, str, HeldSlot | None]] = []
     frames_by_record = list(reversed(chain))  # outermost first, like snapshot.frames
     for record, frame in reversed(list(zip(snapshot.frames, frames_by_record, strict=True))):
         at = where(frame)
         names = [record.code._varname_from_oparg(i) for i in range(len(record.slots))]  # type: ignore[attr-defined]
-        for name, value in zip(names, record.slots, strict=True):
+        for index, (name, value) in enumerate(zip(names, record.slots, strict=True)):
             if value is NULL:
                 continue
+            slot = HeldSlot(frame, index, id(value))
             if isinstance(value, types.CellType):
                 try:
                     value = value.cell_contents
                 except ValueError:
                     continue
-            roots.append((name, value, at))
+            roots.append((name, value, at, slot))
         for i, value in enumerate(record.stack):
             if value is not NULL:
-                roots.append((f"<value stack [{i}] of {record.code.co_name}>", value, at))
+                slot = HeldSlot(frame, len(record.slots) + i, id(value))
+                roots.append((f"<value stack [{i}] of {record.code.co_name}>", value, at, slot))
     for module in snapshot.modules:
         prefix = "" if module.name == "__main__" else f"{module.name}."
         for name, value in module.contents.items():
-            roots.append((prefix + name, value, innermost_where))
+            roots.append((prefix + name, value, innermost_where, None))
     for name, state in snapshot.extensions:
-        roots.append((f"<capture extension {name}>", state, innermost_where))
+        roots.append((f"<capture extension {name}>", state, innermost_where, None))
 
-    for name, value, at in roots:
+    for name, value, at, slot in roots:
         if remaining[0] <= 0:
             break
         err = fails(value)
         if err is not None:
+            if held is not None:
+                held.append(slot)
             descend(value, name, err, at, 0)
     if not problems:  # the failure is in how the parts combine (or the budget ran out)
         waits = isinstance(error, WaitForSafePoint)
