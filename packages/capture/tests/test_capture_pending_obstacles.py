@@ -5,6 +5,7 @@ speed meanwhile; the resumed output is the plain run's."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -163,3 +164,59 @@ def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
     )
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert first + out + resumed.stdout == plain.stdout
+
+
+SLOW_LIBRARY = """
+import time
+
+for _ in range(200):  # a library's import that takes seconds (torch's takes 2-4 s)
+    time.sleep(0.01)
+VALUE = 42
+"""
+
+
+def test_a_notice_during_a_library_s_import_is_told_at_once_and_taken_after_it(
+    tmp_path: Path,
+) -> None:
+    """No line of the script runs while a library imports: the pause says at once what it
+    waits for (the import), and is taken at the script's next line."""
+    lib, job = tmp_path / "lib", tmp_path / "job"
+    lib.mkdir()
+    job.mkdir()
+    (lib / "slowlib.py").write_text(SLOW_LIBRARY)
+    script = job / "main.py"
+    script.write_text(
+        "import sys\n\nprint('importing', flush=True)\nimport slowlib\n\n"
+        "print('imported', slowlib.VALUE, flush=True)\n"
+    )
+    work = short_dir()
+    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
+    env = {**os.environ, "PYTHONPATH": str(lib)}
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=job, env=env)
+    assert proc.stdout is not None
+    try:
+        control = connect(proc, sock)
+        assert control is not None
+        assert proc.stdout.readline() == b"importing\n"
+        time.sleep(0.3)
+        control.pause(within=60)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=60)
+        control.close()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    kinds = [e["event"] for e in events]
+    assert kinds == ["pending", "deferred", "paused"], (events, err.decode())
+    (problem,) = events[1]["problems"]
+    assert problem["type_name"] == "library code", problem
+    assert "slowlib.py" in problem["reason"] or "importlib" in problem["reason"], problem
+    assert events[-1]["paused_at"] == "main.py:6 in <module>"
+    assert out == b""
+    resumed = subprocess.run(
+        runtime("resume", ckpt), capture_output=True, cwd=job, timeout=60, check=False, env=env
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert resumed.stdout == b"imported 42\n"

@@ -302,8 +302,13 @@ class Engine:
     def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
         """Called at the end of the main thread's signal handlers: a check walking the state
         stops at once when a pause is wanted or its time is up (the pause is then taken at the
-        same safe point). ``frame``: the frame the signal interrupted (default: the caller's)."""
+        same safe point). ``frame``: the frame the signal interrupted (default: the caller's).
+
+        A pause asked for while no check walks says at once what it waits for, if the program
+        is inside an obstacle (see :meth:`_note_obstacle`)."""
         until = self._probing_until
+        if until is None and frame is not None and threading.get_ident() == self._main:
+            self._note_obstacle(frame)
         if until is None or threading.get_ident() != self._main:
             return
         if self._request is not None or time.monotonic() >= until:
@@ -353,6 +358,22 @@ class Engine:
         self.request_pause(self._clock() + self._sigterm_grace, "sigterm")
         self._sync(frame)
         self.stop_probe_if_due(frame)
+
+    def _note_obstacle(self, frame: FrameType | None) -> None:
+        """A pause asked for while the program runs inside an obstacle (an import of a library,
+        a frame called through C): say so at once, and listen only outside it. Otherwise the
+        first line event would, but none comes while a library's import runs (torch's take
+        seconds), and the pause would be taken late with no reason given."""
+        if frame is None or self._in_callback or self._request is None:
+            return
+        if not self._events.enabled or self._events.narrowed:
+            return
+        if outermost_obstacle(frame, self.context) is None:
+            return  # no obstacle, or the script is not running yet
+        position = check_position(frame, self.context)
+        if isinstance(position, Problem):
+            self._defer([position])
+            self._listen_outside_obstacle(frame)
 
     def _abandon_deadline(self, request: _Request) -> None:
         with self._lock:
