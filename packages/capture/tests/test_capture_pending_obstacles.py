@@ -9,7 +9,9 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from _harness import EXIT_PAUSED, connect, plain_run, runtime, short_dir
@@ -49,6 +51,64 @@ for board in range(4):
 _PRINT_LINE = next(i for i, line in enumerate(BOARDS.splitlines(), 1) if "first line" in line)
 
 
+class _Paused(NamedTuple):
+    events: list[dict[str, Any]]
+    #: The paused run's whole stdout, and its stderr.
+    out: bytes
+    err: bytes
+    returncode: int | None
+    checkpoint: str
+
+
+def _pause_when(
+    script: Path,
+    *args: str,
+    ready: Callable[[bytes], bool],
+    settle: float = 0.0,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+) -> _Paused:
+    """Run ``script`` under the runtime with a control socket; once its output so far makes
+    ``ready`` true (and ``settle`` seconds more), ask for a pause as the node does; return the
+    events up to its outcome and the run's output."""
+    work = short_dir()
+    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    assert proc.stdout is not None
+    try:
+        control = connect(proc, sock)
+        assert control is not None
+        first = b""
+        while not ready(first):
+            line = proc.stdout.readline()
+            assert line, first
+            first += line
+        time.sleep(settle)
+        control.pause(within=120)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
+        control.close()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return _Paused(events, first + out, err, proc.returncode, ckpt)
+
+
+def _resume(paused: _Paused, cwd: Path, env: dict[str, str] | None = None) -> bytes:
+    resumed = subprocess.run(
+        runtime("resume", paused.checkpoint),
+        capture_output=True,
+        cwd=cwd,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    return resumed.stdout
+
+
 @pytest.mark.parametrize("mode", ["generator", "map"])
 def test_a_pause_inside_a_long_call_is_taken_at_the_next_module_line(
     tmp_path: Path, mode: str
@@ -59,42 +119,22 @@ def test_a_pause_inside_a_long_call_is_taken_at_the_next_module_line(
     assert plain.returncode == 0, plain.stderr.decode()
     board_s = max(float(t) for t in re.findall(rb"took ([0-9.]+)", plain.stderr))
 
-    work = short_dir()
-    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
-    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), mode)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    assert proc.stdout is not None
-    try:
-        control = connect(proc, sock)
-        assert control is not None
-        first = b""
-        while not first.endswith(b"board 1 starts\n"):  # board 1 runs inside its call now
-            line = proc.stdout.readline()
-            assert line, first
-            first += line
-        time.sleep(min(0.1, board_s / 4))
-        control.pause(within=120)
-        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
-        control.close()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    paused = events[-1]
-    assert paused["event"] == "paused", (events[-3:], err.decode())
-    assert proc.returncode == EXIT_PAUSED
+    run = _pause_when(
+        script,
+        mode,
+        ready=lambda out: out.endswith(b"board 1 starts\n"),  # board 1 runs inside its call
+        settle=min(0.1, board_s / 4),
+        cwd=tmp_path,
+    )
+    paused = run.events[-1]
+    assert paused["event"] == "paused", (run.events[-3:], run.err.decode())
+    assert run.returncode == EXIT_PAUSED
     assert paused["paused_at"] == f"boards.py:{_PRINT_LINE} in <module>"
     # Taken when the board in progress ends (the board was ~35 times slower while a pause was
     # pending, as every line inside tried it and failed). 3.11's tracer costs ~2x meanwhile.
     assert paused["seconds_to_safe_point"] < 4 * board_s + 1.0, (paused, board_s)
-    assert (first + out).count(b"board 2") == 0  # the pause is at the end of board 1
-
-    resumed = subprocess.run(
-        runtime("resume", ckpt), capture_output=True, cwd=tmp_path, timeout=120, check=False
-    )
-    assert resumed.returncode == 0, resumed.stderr.decode()
-    assert first + out + resumed.stdout == plain.stdout
+    assert run.out.count(b"board 2") == 0  # the pause is at the end of board 1
+    assert run.out + _resume(run, tmp_path) == plain.stdout
 
 
 FILES = """
@@ -131,39 +171,19 @@ def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
     plain = plain_run(script, files)
     assert plain.returncode == 0, plain.stderr.decode()
 
-    work = short_dir()
-    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
-    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), files)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
-    assert proc.stdout is not None
-    try:
-        control = connect(proc, sock)
-        assert control is not None
-        first = b""
-        while not first.endswith(b"\n") or not first.splitlines()[-1].startswith(b"file 3:"):
-            line = proc.stdout.readline()
-            assert line, first
-            first += line
-        control.pause(within=120)
-        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
-        control.close()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    kinds = [e["event"] for e in events]
-    assert kinds[-1] == "paused", (events[-3:], err.decode())
-    paused_at = events[-1]["paused_at"]
-    assert paused_at in {"files.py:14 in check", "files.py:18 in <module>"}, paused_at
-    done = (first + out).count(b"\n")
-    assert done < 30, done  # within a few files of the notice, not at the end
-
-    resumed = subprocess.run(
-        runtime("resume", ckpt), capture_output=True, cwd=tmp_path, timeout=120, check=False
+    run = _pause_when(
+        script,
+        files,
+        ready=lambda out: out.endswith(b"\n") and out.splitlines()[-1].startswith(b"file 3:"),
+        cwd=tmp_path,
     )
-    assert resumed.returncode == 0, resumed.stderr.decode()
-    assert first + out + resumed.stdout == plain.stdout
+    kinds = [e["event"] for e in run.events]
+    assert kinds[-1] == "paused", (run.events[-3:], run.err.decode())
+    paused_at = run.events[-1]["paused_at"]
+    assert paused_at in {"files.py:14 in check", "files.py:18 in <module>"}, paused_at
+    done = run.out.count(b"\n")
+    assert done < 30, done  # within a few files of the notice, not at the end
+    assert run.out + _resume(run, tmp_path) == plain.stdout
 
 
 SLOW_LIBRARY = """
@@ -189,34 +209,12 @@ def test_a_notice_during_a_library_s_import_is_told_at_once_and_taken_after_it(
         "import sys\n\nprint('importing', flush=True)\nimport slowlib\n\n"
         "print('imported', slowlib.VALUE, flush=True)\n"
     )
-    work = short_dir()
-    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
     env = {**os.environ, "PYTHONPATH": str(lib)}
-    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=job, env=env)
-    assert proc.stdout is not None
-    try:
-        control = connect(proc, sock)
-        assert control is not None
-        assert proc.stdout.readline() == b"importing\n"
-        time.sleep(0.3)
-        control.pause(within=60)
-        events = control.events_until({"paused", "abandoned", "failed"}, timeout=60)
-        control.close()
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    kinds = [e["event"] for e in events]
-    assert kinds == ["pending", "deferred", "paused"], (events, err.decode())
-    (problem,) = events[1]["problems"]
+    run = _pause_when(script, ready=lambda out: out == b"importing\n", settle=0.3, cwd=job, env=env)
+    kinds = [e["event"] for e in run.events]
+    assert kinds == ["pending", "deferred", "paused"], (run.events, run.err.decode())
+    (problem,) = run.events[1]["problems"]
     assert problem["type_name"] == "library code", problem
-    assert "slowlib.py" in problem["reason"] or "importlib" in problem["reason"], problem
-    assert events[-1]["paused_at"] == "main.py:6 in <module>"
-    assert out == b""
-    resumed = subprocess.run(
-        runtime("resume", ckpt), capture_output=True, cwd=job, timeout=60, check=False, env=env
-    )
-    assert resumed.returncode == 0, resumed.stderr.decode()
-    assert resumed.stdout == b"imported 42\n"
+    assert run.events[-1]["paused_at"] == "main.py:6 in <module>"
+    assert run.out == b"importing\n"
+    assert _resume(run, job, env) == b"imported 42\n"
