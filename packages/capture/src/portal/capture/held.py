@@ -25,7 +25,7 @@ __all__ = ["HeldSlot", "HeldValues"]
 class HeldSlot(NamedTuple):
     frame: FrameType
     #: Index into the frame's ``localsplus``: its locals and cells, then its value stack.
-    index: int
+    slot: int
     #: ``id()`` of the value that failed (compared, never dereferenced).
     address: int
 
@@ -45,7 +45,7 @@ class HeldValues:
         that failed is no longer held: the pause could pass now."""
         for slot in self.slots:
             if slot.frame is frame:
-                if _frames.slot_address(frame, slot.index) != slot.address:
+                if _frames.slot_address(frame, slot.slot) != slot.address:
                     return True
             elif not _on_stack(slot.frame, frame):
                 return True  # its frame has returned

@@ -521,13 +521,13 @@ def diagnose(
     for name, state in snapshot.extensions:
         roots.append((f"<capture extension {name}>", state, innermost_where, None))
 
-    for name, value, at, slot in roots:
+    for name, value, at, holder in roots:
         if remaining[0] <= 0:
             break
         err = fails(value)
         if err is not None:
             if held is not None:
-                held.append(slot)
+                held.append(holder)
             descend(value, name, err, at, 0)
     if not problems:  # the failure is in how the parts combine (or the budget ran out)
         waits = isinstance(error, WaitForSafePoint)
