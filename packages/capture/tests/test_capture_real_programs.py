@@ -68,28 +68,12 @@ JOBS = max(1, int(os.environ.get("PORTAL_CORPUS_JOBS", "2")))
 #: Programs that fail here through a capture gap, named: name -> the gap. Their tests are
 #: xfail(strict=False): they run in full (and are reported), and pass again once it is closed.
 KNOWN_GAPS: dict[str, str] = {
-    "pycodestyle": (
-        "within a file, tokenize's generator (tokenize._tokenize, a library's, partway through "
-        "on check_all's value stack) holds the pause, and the checks run called through C "
-        "(no safe point): most pauses wait to the script's end or are abandoned at their deadline"
-    ),
-    "chess": "chess.engine.run_in_background reaches a _thread.lock",
     "mpmath": (
-        "restore runs code of a user module before that module's globals are loaded: an mpf's "
-        "own __reduce__ (ctx_mp_python._make_mpf) runs 'from mpmath import mp' and fails with "
-        "ImportError: cannot import name 'mp'; and most pauses are abandoned at their deadline, "
-        "held by mpf arithmetic called through C (_mpf.__truediv__, __sub__: no safe point)"
-    ),
-    "sqlparse": (
-        "Python 3.13 only (3.11 passes): a second pause after a resume can be held to its "
-        "deadline by KeyError: 'tokens' pickling the resumed sqlparse.sql.TokenList (cloudpickle "
-        "pops its str __slots__ 'tokens' from the class dict, where the rebuilt class lacks it)"
-    ),
-    "torchbearer": (
-        "safe points only between epochs: Trial's decorators call the method they wrap as "
-        "func(self, *args), and on 3.11 a call with *args (CALL_FUNCTION_EX) enters the callee "
-        "through C, so Trial._fit_pass and all it calls have no safe point; a pause waits for "
-        "the epoch to end (median 4-7 s) and, on a loaded machine, can pass its deadline"
+        "pickling runs mpmath's own mpf.__reduce__, which reads a constant's _mpf_: a property "
+        "that computes the constant at the working precision, so a pause attempt can compute "
+        "every cached constant again (seconds to minutes); and the state is a cycle through the "
+        "context mp (its caches hold mpf values whose __reduce__ and __hash__ need mp itself): "
+        "at resume 'from mpmath import mp' or mp's attributes are not there yet"
     ),
 }
 
