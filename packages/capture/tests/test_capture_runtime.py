@@ -249,6 +249,9 @@ def test_the_control_channel_can_be_read_while_its_own_thread_holds_its_lock(
     from portal.runtime.control import ControlChannel
 
     class Requests:
+        def note_obstacle(self, frame: object) -> None:
+            pass
+
         def stop_probe_if_due(self, frame: object = None) -> None:
             pass
 

@@ -302,13 +302,8 @@ class Engine:
     def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
         """Called at the end of the main thread's signal handlers: a check walking the state
         stops at once when a pause is wanted or its time is up (the pause is then taken at the
-        same safe point). ``frame``: the frame the signal interrupted (default: the caller's).
-
-        A pause asked for while no check walks says at once what it waits for, if the program
-        is inside an obstacle (see :meth:`_note_obstacle`)."""
+        same safe point). ``frame``: the frame the signal interrupted (default: the caller's)."""
         until = self._probing_until
-        if until is None and frame is not None and threading.get_ident() == self._main:
-            self._note_obstacle(frame)
         if until is None or threading.get_ident() != self._main:
             return
         if self._request is not None or time.monotonic() >= until:
@@ -352,19 +347,25 @@ class Engine:
 
     def _on_wake(self, signum: int, frame: FrameType | None) -> None:
         self._sync(frame)
+        self.note_obstacle(frame)
         self.stop_probe_if_due(frame)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.request_pause(self._clock() + self._sigterm_grace, "sigterm")
         self._sync(frame)
+        self.note_obstacle(frame)
         self.stop_probe_if_due(frame)
 
-    def _note_obstacle(self, frame: FrameType | None) -> None:
-        """A pause asked for while the program runs inside an obstacle (an import of a library,
-        a frame called through C): say so at once, and listen only outside it. Otherwise the
-        first line event would, but none comes while a library's import runs (torch's take
-        seconds), and the pause would be taken late with no reason given."""
+    def note_obstacle(self, frame: FrameType | None) -> None:
+        """Called by the main thread's signal handlers with the frame they interrupted: a pause
+        asked for while the program runs inside an obstacle (an import of a library, a frame
+        called through C) says so at once, and listens only outside it. Otherwise the first
+        line event would, but none comes while a library's import runs (torch's take seconds),
+        and the pause would be taken late with no reason given. Costs nothing without a pause
+        pending."""
         if frame is None or self._in_callback or self._request is None:
+            return
+        if threading.get_ident() != self._main:
             return
         if not self._events.enabled or self._events.narrowed:
             return
@@ -659,38 +660,34 @@ class Engine:
         it runs: narrow the line events to the frames outside it (see :mod:`.safepoint`), so
         that the pause is tried at the first line outside it and costs nothing meanwhile."""
         obstacle = outermost_obstacle(frame, self.context)
-        if obstacle is None:
-            return
-        inner = [frame]
-        while inner[-1] is not obstacle and inner[-1].f_back is not None:
-            inner.append(inner[-1].f_back)
-        outer = []
-        f = obstacle.f_back
-        while f is not None:
-            if self.context.has_safe_points(f.f_code):
-                outer.append(f)
-            f = f.f_back
-        self._events.narrow(outer, inner)
+        if obstacle is not None and obstacle.f_back is not None:
+            self._narrow(frame, obstacle.f_back)
 
     def _listen_while_held(self, frame: FrameType, held: HeldValues) -> None:
         """Line events only from the frame holding what failed and the frames outside it, each
         line asking whether it has let go (see :mod:`.held`): the program runs inside it at
-        full speed, and the pause is tried at the first line after the value has left."""
-        self._held = held
+        full speed, and the pause is tried at the first line after the value has left. A holder
+        not on this stack leaves the tries to the timer, as before."""
+        self._held = held if self._narrow(frame, held.holder) else None
+
+    def _narrow(self, frame: FrameType, first_outer: FrameType) -> bool:
+        """Line events only from ``first_outer`` and the frames outside it that have safe
+        points; the frames from ``frame`` out to it lose theirs. False (nothing changed) when
+        ``first_outer`` is not on ``frame``'s stack."""
         inner = []
         f: FrameType | None = frame
-        while f is not None and f is not held.holder:
+        while f is not None and f is not first_outer:
             inner.append(f)
             f = f.f_back
-        if f is None:  # the holder is not on this stack: try on the timer, as before
-            self._held = None
-            return
+        if f is None:
+            return False
         outer = []
         while f is not None:
             if self.context.has_safe_points(f.f_code):
                 outer.append(f)
             f = f.f_back
         self._events.narrow(outer, inner)
+        return True
 
     def _fail(self, request: _Request, message: str) -> None:
         with self._lock:

@@ -150,7 +150,7 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     depth = stackdepth.depth_before(code, lasti)
     operands = 3 + (raw[lasti + 1] & 1)  # callable, NULL, positional tuple, keyword dict
     nslots = local_slot_count(code)
-    if depth is None or depth < operands or nslots + depth > nslots + code.co_stacksize:
+    if depth is None or not operands <= depth <= code.co_stacksize:
         return None
     below = depth - operands
     first = outer + layout.localsplus + (nslots + below) * _PTR

@@ -37,8 +37,8 @@ class HeldValues:
 
     def __init__(self, slots: Sequence[HeldSlot], chain: Sequence[FrameType]) -> None:
         self.slots = tuple(slots)
-        order = {id(f): i for i, f in enumerate(chain)}  # innermost first
-        self.holder = min((s.frame for s in self.slots), key=lambda f: order.get(id(f), 1 << 30))
+        holders = {id(s.frame) for s in self.slots}
+        self.holder = next(f for f in chain if id(f) in holders)  # chain: innermost first
 
     def gone(self, frame: FrameType) -> bool:
         """Whether, at a line of ``frame`` (the holding frame or one outside it), some value
