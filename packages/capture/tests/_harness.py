@@ -201,3 +201,53 @@ def run_to_end(
             break
         cmd = runtime("resume", str(ckpt))
     return codes, out, err
+
+
+def pause_at_line(script: Path, *args: str, line: bytes, cwd: Path) -> tuple[bytes, str]:
+    """Run ``script`` under the runtime; once it prints a line starting with ``line``, pause it
+    as the node does. Returns its output and the checkpoint."""
+    work = short_dir()
+    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
+    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    assert proc.stdout is not None
+    try:
+        control = connect(proc, sock, timeout=120)
+        assert control is not None
+        out = b""
+        while not out.splitlines() or not out.splitlines()[-1].startswith(line):
+            got = proc.stdout.readline()
+            assert got, out
+            out += got
+        control.pause(within=120)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=300)
+        control.close()
+        rest, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert events[-1]["event"] == "paused", (events, err.decode()[-3000:])
+    assert proc.returncode == EXIT_PAUSED, err.decode()[-3000:]
+    return out + rest, ckpt
+
+
+def resume_noted(
+    ckpt: str, cwd: Path, env: dict[str, str] | None = None
+) -> tuple[bytes, bytes, list[str]]:
+    """Resume ``ckpt`` to its end; its output and the notes its greeting gave the node."""
+    sock = os.path.join(short_dir(), "c.sock")
+    proc = subprocess.Popen(
+        runtime("resume", "--checkpoint", ckpt + ".next", ckpt),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**(env or os.environ), "PORTAL_RUNTIME_CONTROL": sock},
+    )
+    control = connect(proc, sock, timeout=120)
+    notes = list(control.hello.get("notes", [])) if control is not None else []
+    out, err = proc.communicate(timeout=300)
+    if control is not None:
+        control.close()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return out, err, notes

@@ -189,12 +189,12 @@ def test_gpu_storage_restores_onto_the_cpu_with_a_note(capsys: pytest.CaptureFix
 def test_cuda_tensors_come_back_on_a_gpu(tmp_path: Any) -> None:
     device = f"cuda:{torch.cuda.device_count() - 1}"
     model = torch.nn.Linear(64, 64).to(device)
-    big = torch.randn(1 << 20, device=device)  # several pinned chunks when PINNED_CHUNK is small
-    tensors.PINNED_CHUNK, chunk = 1 << 18, tensors.PINNED_CHUNK
+    big = torch.randn(1 << 21, device=device)  # several staged chunks when STAGING_CHUNK is small
+    tensors.STAGING_CHUNK, chunk = 1 << 18, tensors.STAGING_CHUNK
     try:
         back = roundtrip({"model": model, "big": big, "view": big[5:]}, tmp_path)
     finally:
-        tensors.PINNED_CHUNK = chunk
+        tensors.STAGING_CHUNK = chunk
     assert back["big"].device.type == "cuda" and torch.equal(back["big"], big)
     assert back["view"].untyped_storage().data_ptr() == back["big"].untyped_storage().data_ptr()
     assert back["model"].weight.device.type == "cuda"
@@ -205,3 +205,39 @@ def test_cuda_tensors_come_back_on_a_gpu(tmp_path: Any) -> None:
     torch_state.restore_rng(state)
     assert torch.equal(torch.rand(3, device=device), expected)
     assert sys.modules["torch"].cuda.is_initialized()
+
+
+def test_autocast_state_inside_a_block_is_carried() -> None:
+    settings = torch_state.TorchSettings()
+    assert "autocast" not in settings.capture()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        captured = roundtrip(settings.capture())
+    assert captured["autocast"][0] == 1  # one block deep
+    settings.restore(captured)  # as a resumed process, inside the block again
+    try:
+        assert torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16
+        assert (torch.nn.Linear(2, 2)(torch.ones(1, 2))).dtype == torch.bfloat16
+    finally:
+        settings.restore(settings.baseline or {})
+    assert not torch.is_autocast_enabled("cpu")
+    assert torch.autocast_increment_nesting() == 1
+    torch.autocast_decrement_nesting()
+
+
+def test_a_pause_inside_an_autocast_block_resumes_in_it(tmp_path: Any) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from _harness import pause_at_line, resume_noted
+
+    script = Path(__file__).parent / "torch_scripts" / "autocast_eval.py"
+    script = Path(shutil.copy(script, tmp_path / script.name))
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr.decode()
+    first, ckpt = pause_at_line(script, line=b"inside 3", cwd=tmp_path)
+    rest, err, _notes = resume_noted(ckpt, tmp_path)
+    assert first + rest == plain.stdout, err.decode()[-2000:]
+    assert b"3 torch.bfloat16 True False\nafter False 0 True\n" in rest

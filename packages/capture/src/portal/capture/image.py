@@ -15,23 +15,23 @@ which readers may open the file, and a newer one is refused by name.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import mmap
 import os
-import queue
 import stat
 import struct
 import sys
 import sysconfig
-import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 import msgspec
 
+from portal.capture.crc import ParallelCrc
 from portal.capture.errors import (
     CheckpointCorruptError,
     CheckpointFormatTooNewError,
@@ -40,6 +40,7 @@ from portal.capture.errors import (
     PythonVersionMismatchError,
     UnsupportedInterpreterError,
 )
+from portal.capture.staged import Buffer, StagedBuffer
 from portal.core.wire import ProblemRecord
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "check_resumable_here",
     "iter_image_chunks",
     "read_image",
+    "release_pages",
     "write_image",
 ]
 
@@ -130,7 +132,8 @@ class CheckpointImage:
 
     header: Header
     pickle: bytes | memoryview
-    buffers: Sequence[memoryview] = ()
+    #: Bytes in memory, or staged (a GPU storage's, fetched a chunk at a time while writing).
+    buffers: Sequence[Buffer] = ()
 
     @property
     def nbytes(self) -> int:
@@ -146,70 +149,62 @@ class CheckpointImage:
         )
 
 
-def _image_parts(image: CheckpointImage) -> list[memoryview]:
-    """Everything before the end marker, as flat byte views (buffers are not copied)."""
+def _image_parts(image: CheckpointImage) -> list[Buffer]:
+    """Everything before the end marker: flat byte views (buffers are not copied), and the
+    staged buffers as they are."""
     header = _encode_header(image._sealed_header())
     parts = (MAGIC + _U32.pack(len(header)) + header, image.pickle, *image.buffers)
-    return [memoryview(part).cast("B") for part in parts]
+    return [
+        part if isinstance(part, StagedBuffer) else memoryview(part).cast("B") for part in parts
+    ]
 
 
 def iter_image_chunks(image: CheckpointImage) -> Iterator[bytes | memoryview]:
-    """The file's bytes as a stream of chunks; buffers are yielded without copying."""
+    """The file's bytes as a stream of chunks; buffers in memory are yielded without copying,
+    a staged buffer's chunks as copies (a consumer may keep a chunk for a while)."""
     crc = 0
-    for view in _image_parts(image):
-        crc = zlib.crc32(view, crc)
-        yield view
+    for part in _image_parts(image):
+        if isinstance(part, memoryview):
+            crc = zlib.crc32(part, crc)
+            yield part
+            continue
+        for chunk in part.chunks(lambda: None):
+            copy = bytes(chunk)
+            crc = zlib.crc32(copy, crc)
+            yield copy
     yield END_MAGIC + _U32.pack(crc)
 
 
 #: Large buffers are written (and checksummed) in slices of this size, so the two overlap.
 WRITE_SLICE = 64 << 20
-
-
-class _CrcThread:
-    """CRC-32 of a byte stream, computed on its own thread while the caller writes the same
-    bytes: zlib and file writes both release the GIL, so the checksum costs no wall time."""
-
-    def __init__(self) -> None:
-        self.crc = 0
-        self._queue: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="portal-image-crc", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while (view := self._queue.get()) is not None:
-                self.crc = zlib.crc32(view, self.crc)
-        except BaseException as exc:  # surfaced by result()
-            self._error = exc
-
-    def feed(self, view: memoryview) -> None:
-        self._queue.put(view)
-
-    def result(self) -> int:
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self.crc
+#: Images whose buffers hold at least this many bytes are checksummed on several threads.
+PARALLEL_CRC_BYTES = 64 << 20
 
 
 def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
     """Write ``image`` to ``path`` atomically (temporary file, fsync, rename); return its size.
 
-    The same bytes as :func:`iter_image_chunks`; the checksum runs alongside the writes."""
+    The same bytes as :func:`iter_image_chunks`. The checksum runs on worker threads alongside
+    the writes (zlib and file writes both release the GIL, so it costs no wall time), and a
+    staged buffer's next chunk is fetched (a GPU copy) while the last one is written."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     size = 0
-    crc = _CrcThread()
+    crc = ParallelCrc(workers=min(4, os.cpu_count() or 1))
     try:
         with open(tmp, "wb") as fh:
             try:
-                for view in _image_parts(image):
-                    for start in range(0, len(view), WRITE_SLICE):
-                        piece = view[start : start + WRITE_SLICE]
+                for part in _image_parts(image):
+                    pieces: Iterable[memoryview] = (
+                        part.chunks(crc.drain)
+                        if isinstance(part, StagedBuffer)
+                        else (
+                            part[start : start + WRITE_SLICE]
+                            for start in range(0, len(part), WRITE_SLICE)
+                        )
+                    )
+                    for piece in pieces:
                         crc.feed(piece)
                         fh.write(piece)
                         size += len(piece)
@@ -290,7 +285,46 @@ class _MappedSource:
     def exact(self, n: int, path: str, what: str) -> memoryview:
         if self.pos + n > len(self.view):
             raise _corrupt(path, f"it ends inside the {what} (truncated)")
-        return self.read(n)
+        if n == 0:
+            return self.read(0)
+        # A ctypes array over the mapping, marked as file pages, so that release_pages knows
+        # a view of it may give its pages back (its bytes stay in the file and the page cache).
+        pages = (ctypes.c_ubyte * n).from_buffer(self.view, self.pos)
+        pages._portal_file_pages = True  # type: ignore[attr-defined]
+        self.pos += n
+        return memoryview(pages).cast("B")
+
+
+def _madvise() -> Any:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        advise = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    advise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return advise
+
+
+_ADVISE = _madvise() if sys.platform.startswith("linux") else None
+_MADV_DONTNEED = 4  # Linux
+_PAGE = mmap.PAGESIZE
+
+
+def release_pages(view: memoryview) -> None:
+    """Give back this process's pages of ``view`` when it is a buffer of a mapped checkpoint
+    (:func:`read_image`), once its bytes are used elsewhere: checksummed, or copied to a GPU.
+
+    The mapping is private and nothing wrote to it, so the pages stay the file's: a later read
+    of the view faults them in again from the page cache. Without this, a restore of 16 GB of
+    GPU state would hold 16 GB of resident host pages until the image is dropped. Any other
+    view (bytes in memory) is left alone."""
+    if _ADVISE is None or not getattr(view.obj, "_portal_file_pages", False) or not view.nbytes:
+        return
+    address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+    start = -(-address // _PAGE) * _PAGE
+    stop = (address + view.nbytes) // _PAGE * _PAGE
+    if stop > start:
+        _ADVISE(start, stop - start, _MADV_DONTNEED)
 
 
 def _corrupt(path: str, why: str) -> CheckpointCorruptError:
@@ -337,12 +371,18 @@ def _read_from(fh: _Source, path: str) -> CheckpointImage:
     except msgspec.DecodeError as exc:
         raise _corrupt(path, f"its header is invalid ({exc})") from exc
     payload = fh.exact(header.pickle_length, path, "state")
-    crc = zlib.crc32(payload, crc)
-    buffers = []
-    for i, length in enumerate(header.buffer_lengths):
-        buf = fh.exact(length, path, f"buffer {i}")
-        crc = zlib.crc32(buf, crc)
-        buffers.append(memoryview(buf))
+    buffers = [
+        memoryview(fh.exact(length, path, f"buffer {i}"))
+        for i, length in enumerate(header.buffer_lengths)
+    ]
+    if sum(header.buffer_lengths) >= PARALLEL_CRC_BYTES:  # GPU-sized state: on every core
+        parallel = ParallelCrc(crc, after=release_pages)
+        for view in (memoryview(payload), *buffers):
+            parallel.feed(view)
+        crc = parallel.result()
+    else:
+        for view in (memoryview(payload), *buffers):
+            crc = zlib.crc32(view, crc)
     trailer = bytes(fh.read(len(END_MAGIC) + 4))
     if len(trailer) != len(END_MAGIC) + 4 or trailer[: len(END_MAGIC)] != END_MAGIC:
         raise _corrupt(path, "its end marker is missing (truncated or appended to)")

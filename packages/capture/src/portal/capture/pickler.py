@@ -36,6 +36,7 @@ from typing import IO, Any
 import cloudpickle
 
 from portal.capture import _rebuild, caches, deepgraph, generators
+from portal.capture.staged import Buffer, staged_in
 
 __all__ = [
     "CheckpointPickler",
@@ -371,18 +372,19 @@ def dumps(
     namespaces: Mapping[int, str],
     reducers: Mapping[type, Reducer] | None = None,
     keep: bool = True,
-) -> tuple[bytes, list[memoryview], int]:
+) -> tuple[bytes, list[Buffer], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
     and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would
     hold, which the checkpoint check reports and the placement policies measure)."""
-    buffers: list[memoryview] = []
+    buffers: list[Buffer] = []
     buffered = 0
 
     def on_buffer(buf: pickle.PickleBuffer) -> bool:
         nonlocal buffered
         raw = buf.raw()
-        buffered += raw.nbytes
-        buffers.append(raw if keep else memoryview(b""))
+        staged = staged_in(raw)  # a GPU storage, say: its bytes are fetched while writing
+        buffered += raw.nbytes if staged is None else staged.nbytes
+        buffers.append((raw if staged is None else staged) if keep else memoryview(b""))
         return False  # out of band
 
     # A graph too deep for the plain pickle is pickled again with its builds deferred (see

@@ -6,7 +6,9 @@ checkpoint already has a better place for bulk bytes: out-of-band buffers, writt
 the memory they live in. So:
 
 - an ``UntypedStorage`` reduces to its bytes as a :class:`pickle.PickleBuffer` over the storage's
-  own memory (no copy on a CPU tensor) plus its device. ``tensor.untyped_storage()`` returns the
+  own memory (no copy on a CPU tensor) plus its device. A GPU storage's bytes are *staged*
+  (:class:`DeviceBuffer`): the writer fetches them through two pinned chunks while it writes the
+  file, so the host never holds the GPU's state whole. ``tensor.untyped_storage()`` returns the
   same Python object for one storage every time, so the pickle memoizes it: tensors sharing a
   storage (views, ``reshape``, parameters and their ``.data``) share it again after a resume;
 - a tensor reduces to that storage and its view geometry (offset, size, stride, dtype), its
@@ -19,7 +21,8 @@ the memory they live in. So:
   carried across steps without ``detach()``) holds the pause until its deadline, named;
 - on resume the bytes become the storage with no copy (the buffer read from the checkpoint
   *is* the tensor's memory). A CUDA storage goes back onto a GPU when this machine has one
-  (``cuda:N`` mapped onto the devices that exist), else onto the CPU, with a note on stderr and in the job's events;
+  (``cuda:N`` mapped onto the devices that exist; :func:`upload` copies it through two pinned
+  chunks in turn), else onto the CPU, with a note on stderr and in the job's events;
 - the default CPU and CUDA ``torch.Generator`` objects pickle by reference (a program holding
   ``torch.default_generator`` keeps using the process's one); other generators by value.
 
@@ -33,72 +36,178 @@ import ctypes
 import pickle
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from portal.capture import staged
+from portal.capture.image import release_pages
 from portal.capture.notes import note_on_restore
 from portal.core.specs import SerializerSpec, WaitForSafePoint
 
-__all__ = ["reduce_generator", "reduce_storage", "reduce_tensor", "serializer_specs"]
+__all__ = [
+    "DeviceBuffer",
+    "reduce_generator",
+    "reduce_storage",
+    "reduce_tensor",
+    "serializer_specs",
+    "upload",
+]
 
-#: CUDA storages copied to host memory at most this many bytes at a time (one pinned buffer).
-PINNED_CHUNK = 256 << 20
+#: A GPU storage goes to and from host memory through two pinned buffers of this size, in turn:
+#: while one chunk is written to the file (or copied out of it), the GPU copies the next.
+STAGING_CHUNK = 64 << 20
+#: Storages at most this large are uploaded by one plain copy (the pipeline's set-up would cost
+#: more than it saves).
+DIRECT_UPLOAD = 4 << 20
 
 
 def _torch() -> Any:
     return sys.modules["torch"]  # a reducer runs only for a type of a loaded torch
 
 
+def _address_view(tensor: Any, nbytes: int, owner: Any) -> memoryview:
+    """A flat view of the first ``nbytes`` of a host tensor's memory. A ctypes array over it,
+    holding ``owner`` (the memory's keeper); no intermediate memoryview, whose exports would tie
+    buffers together if a pickler's memo ever ends up in a reference cycle."""
+    array = (ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())
+    array._portal_owner = owner  # type: ignore[attr-defined]
+    return memoryview(array).cast("B")
+
+
 # -- storages ---------------------------------------------------------------------------------
 
 
-def host_bytes(storage: Any) -> Any:
-    """The storage's bytes in host memory, as a flat buffer object that keeps its memory alive:
-    the storage's own memory for a CPU storage (no copy), a pinned host copy of a GPU one, made
-    in chunks of :data:`PINNED_CHUNK` (large transfers, but no second staging buffer).
-
-    A ctypes array over the memory, handed to :class:`pickle.PickleBuffer` as is: no
-    intermediate memoryview, whose exports would tie buffers together if a pickler's memo ever
-    ends up in a reference cycle."""
+def _flat(storage: Any, nbytes: int) -> Any:
     torch = _torch()
+    flat = torch.empty(0, dtype=torch.uint8, device=storage.device)
+    flat.set_(storage, 0, (nbytes,))
+    return flat
+
+
+class DeviceBuffer:
+    """A GPU storage's bytes for the image writer (a :class:`~portal.capture.staged.StagedBuffer`):
+    copied to host memory a chunk at a time while the file is written, never whole.
+
+    Two pinned buffers of :data:`STAGING_CHUNK` take turns: the GPU copies chunk k+1 into one
+    (asynchronously, on the program's current stream, so after every kernel it queued) while
+    chunk k is written from the other. The host holds two chunks (128 MiB), whatever the state's
+    size. Any storage not on the CPU works the same way without CUDA's asynchrony."""
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+        self.nbytes = int(storage.nbytes())
+
+    def chunks(self, consumed: Callable[[], object]) -> Iterator[memoryview]:
+        torch = _torch()
+        total = self.nbytes
+        if total == 0:
+            return
+        src = _flat(self.storage, total)
+        device = self.storage.device
+        cuda = device.type == "cuda" and bool(torch.cuda.is_available())
+        size = min(STAGING_CHUNK, total)
+        count = -(-total // size)
+        stages = [
+            torch.empty(size, dtype=torch.uint8, pin_memory=cuda) for _ in range(min(2, count))
+        ]
+        events: list[Any] = [None] * len(stages)
+
+        def fetch(k: int) -> None:
+            slot, start = k % len(stages), k * size
+            stop = min(total, start + size)
+            stages[slot][: stop - start].copy_(src[start:stop], non_blocking=cuda)
+            if cuda:
+                events[slot] = torch.cuda.Event()
+                events[slot].record(torch.cuda.current_stream(device))
+
+        try:
+            for k in range(min(2, count)):
+                fetch(k)
+            for k in range(count):
+                slot = k % len(stages)
+                if cuda:
+                    events[slot].synchronize()
+                length = min(total, (k + 1) * size) - k * size
+                yield _address_view(stages[slot], length, stages[slot])
+                if k + 2 < count:
+                    consumed()  # nobody reads the chunk just written any more: refill its slot
+                    fetch(k + 2)
+        finally:
+            consumed()  # the slots go back to the allocator only once nobody reads them
+            if cuda:
+                torch.cuda.current_stream(device).synchronize()
+
+    def tobytes(self) -> bytes:
+        out = bytearray(self.nbytes)
+        view = memoryview(out)
+        at = 0
+        for chunk in self.chunks(lambda: None):
+            view[at : at + len(chunk)] = chunk
+            at += len(chunk)
+        return bytes(out)
+
+
+def host_bytes(storage: Any) -> Any:
+    """The storage's bytes in host memory: the storage's own memory for a CPU storage (no
+    copy), a copy of a GPU one."""
     nbytes = int(storage.nbytes())
     if nbytes == 0:
         return b""
     if storage.device.type != "cpu":
-        src = torch.empty(0, dtype=torch.uint8, device=storage.device)
-        src.set_(storage, 0, (nbytes,))
-        pin = bool(torch.cuda.is_available())
-        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=pin)
-        for start in range(0, nbytes, PINNED_CHUNK):
-            stop = min(nbytes, start + PINNED_CHUNK)
-            host[start:stop].copy_(src[start:stop], non_blocking=pin)
-        if pin:
-            torch.cuda.synchronize(storage.device)
-        storage = host.untyped_storage()
-    # A ctypes array over the storage's memory; it owns nothing, so it holds the storage.
-    array = (ctypes.c_ubyte * nbytes).from_address(storage.data_ptr())
-    array._portal_owner = storage  # type: ignore[attr-defined]
-    return array
+        return DeviceBuffer(storage).tobytes()
+    return _address_view(_flat(storage, nbytes), nbytes, storage)
 
 
 def reduce_storage(storage: Any) -> Any:
-    """An ``UntypedStorage``: its bytes out of band, and the device it lived on."""
-    return (_rebuild_storage, (pickle.PickleBuffer(host_bytes(storage)), str(storage.device)))
+    """An ``UntypedStorage``: its bytes out of band, and the device it lived on. A GPU
+    storage's bytes are staged: fetched while the image is written, never held whole."""
+    if storage.device.type != "cpu" and int(storage.nbytes()) > 0:
+        buffer = staged.pickle_buffer(DeviceBuffer(storage))
+    else:
+        buffer = pickle.PickleBuffer(host_bytes(storage))
+    return (_rebuild_storage, (buffer, str(storage.device)))
 
 
 def _rebuild_storage(data: Any, device: str) -> Any:
     torch = _torch()
     view = memoryview(data).cast("B")
+    target = resume_device(device)
     if view.nbytes == 0:
-        flat = torch.empty(0, dtype=torch.uint8)
-    elif view.readonly:  # an in-memory image of a live process: never alias its memory
+        return torch.empty(0, dtype=torch.uint8, device=target).untyped_storage()
+    if target != "cpu" and not view.readonly and view.nbytes > DIRECT_UPLOAD:
+        return upload(view, target).untyped_storage()
+    if view.readonly:  # an in-memory image of a live process: never alias its memory
         flat = torch.frombuffer(bytearray(view), dtype=torch.uint8)
     else:  # the buffer read from the checkpoint becomes the tensor's memory
         flat = torch.frombuffer(view, dtype=torch.uint8)
-    target = resume_device(device)
     if target != "cpu":
         flat = flat.to(target)
     return flat.untyped_storage()
+
+
+def upload(view: memoryview, target: str) -> Any:
+    """``view``'s bytes in a new uint8 tensor on the GPU ``target``, copied through two pinned
+    buffers in turn: the CPU fills one from the checkpoint's pages while the GPU copies the other
+    (a copy straight from pageable memory goes through the driver's own staging, one chunk at a
+    time, with no overlap)."""
+    torch = _torch()
+    total = view.nbytes
+    out = torch.empty(total, dtype=torch.uint8, device=target)
+    size = min(STAGING_CHUNK, total)
+    stages = [torch.empty(size, dtype=torch.uint8, pin_memory=True) for _ in range(2)]
+    events: list[Any] = [None, None]
+    stream = torch.cuda.current_stream(target)
+    for k, start in enumerate(range(0, total, size)):
+        slot, stop = k % 2, min(total, start + size)
+        if events[slot] is not None:
+            events[slot].synchronize()  # the GPU has copied what this slot held before
+        stages[slot][: stop - start].copy_(torch.frombuffer(view[start:stop], dtype=torch.uint8))
+        release_pages(view[start:stop])  # on the GPU soon: the file's pages are not needed here
+        out[start:stop].copy_(stages[slot][: stop - start], non_blocking=True)
+        events[slot] = torch.cuda.Event()
+        events[slot].record(stream)
+    stream.synchronize()
+    return out
 
 
 _CPU_NOTE_SHOWN = False

@@ -5,8 +5,11 @@
   job resumed on a CPU machine keeps its CPU stream). ``torch.Generator`` objects the program
   made travel in the pickle (see :mod:`~portal.capture.extensions.tensors`).
 - **Numeric settings**: default dtype, float32 matmul precision, deterministic algorithms (and
-  ``warn_only``), cuDNN ``enabled``/``benchmark``/``deterministic``, the TF32 flags, grad mode and
-  the number of intra-op threads. Each is carried only when the program changed it from the
+  ``warn_only``), cuDNN ``enabled``/``benchmark``/``deterministic``, the TF32 flags, grad mode,
+  the number of intra-op threads, and autocast's state (a pause inside ``with torch.autocast``:
+  each device type's enabled flag and dtype, its cast cache flag and its nesting depth, so the
+  lines left in the block still run in reduced precision and its ``__exit__`` still clears the
+  cast cache). Each is carried only when the program changed it from the
   value torch had right after its import (the baseline, recorded by an import hook), so a
   resumed process keeps the new machine's own defaults for the rest (its thread count, say).
   Grad mode is the paused thread's, as it is in torch.
@@ -53,6 +56,10 @@ def restore_rng(state: dict[str, Any]) -> None:
 # -- numeric settings -------------------------------------------------------------------------
 
 
+#: The device types whose autocast state is carried (each has its own flag and dtype in torch).
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
 def _setting_table() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]]]:
     """name -> (read, write) for each setting; read only what this torch build has."""
     torch = _torch()
@@ -66,6 +73,28 @@ def _setting_table() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]
 
     def set_deterministic(value: tuple[bool, bool]) -> None:
         torch.use_deterministic_algorithms(value[0], warn_only=value[1])
+
+    def autocast() -> tuple[int, bool, tuple[tuple[str, bool, Any], ...]]:
+        depth = torch.autocast_increment_nesting() - 1  # torch reads its depth no other way
+        torch.autocast_decrement_nesting()
+        devices = tuple(
+            (d, bool(torch.is_autocast_enabled(d)), torch.get_autocast_dtype(d))
+            for d in _AUTOCAST_DEVICES
+        )
+        return depth, bool(torch.is_autocast_cache_enabled()), devices
+
+    def set_autocast(value: tuple[int, bool, tuple[tuple[str, bool, Any], ...]]) -> None:
+        depth, cache, devices = value
+        for device, enabled, dtype in devices:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(cache)
+        now = torch.autocast_increment_nesting() - 1
+        torch.autocast_decrement_nesting()
+        for _ in range(depth - now):
+            torch.autocast_increment_nesting()
+        for _ in range(now - depth):
+            torch.autocast_decrement_nesting()
 
     def attr(obj: Any, name: str) -> tuple[Callable[[], Any], Callable[[Any], None]]:
         return (lambda: getattr(obj, name), lambda value: setattr(obj, name, value))
@@ -84,6 +113,7 @@ def _setting_table() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]
         "cuda.matmul.allow_tf32": attr(backends.cuda.matmul, "allow_tf32"),
         "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
         "num_threads": (torch.get_num_threads, torch.set_num_threads),
+        "autocast": (autocast, set_autocast),
     }
 
 
@@ -103,7 +133,7 @@ class TorchSettings:
         for name, (read, _write) in _setting_table().items():
             try:
                 values[name] = read()
-            except (AttributeError, RuntimeError):  # not in this build
+            except (AttributeError, RuntimeError, TypeError):  # not in this build
                 continue
         return values
 
@@ -126,7 +156,7 @@ class TorchSettings:
             try:
                 if read() == value:
                     continue
-            except (AttributeError, RuntimeError):
+            except (AttributeError, RuntimeError, TypeError):
                 pass
             write(value)
 
@@ -147,6 +177,6 @@ def specs() -> list[CaptureExtensionSpec]:
             restore=settings.restore,
             modules=("torch",),
             description="torch numeric settings the program changed (dtype, precision, "
-            "determinism, cuDNN/TF32, grad mode, threads)",
+            "determinism, cuDNN/TF32, grad mode, threads, autocast)",
         ),
     ]
