@@ -17,7 +17,7 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Buffer", "StagedBuffer", "host_view", "pickle_buffer", "staged_in"]
+__all__ = ["Buffer", "StagedBuffer", "pickle_buffer", "staged_in"]
 
 
 @runtime_checkable
@@ -33,7 +33,7 @@ class StagedBuffer(Protocol):
         handed out so far is no longer read (a checksum thread has finished with it)."""
         ...
 
-    def tobytes(self) -> bytes:
+    def tobytes(self) -> bytes | bytearray:
         """All the bytes, copied into host memory (a periodic checkpoint's held copy)."""
         ...
 
@@ -59,10 +59,3 @@ def staged_in(raw: memoryview) -> StagedBuffer | None:
     """The staged buffer a pickle buffer's ``raw()`` view stands for, or None for plain bytes."""
     owner = raw.obj
     return owner.staged if isinstance(owner, _Marker) else None
-
-
-def host_view(buffer: Buffer) -> memoryview:
-    """``buffer``'s bytes as one flat view: staged bytes are copied into host memory."""
-    if isinstance(buffer, memoryview):
-        return buffer.cast("B") if buffer.format != "B" or buffer.ndim != 1 else buffer
-    return memoryview(buffer.tobytes())

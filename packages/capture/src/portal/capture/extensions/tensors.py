@@ -137,24 +137,21 @@ class DeviceBuffer:
             if cuda:
                 torch.cuda.current_stream(device).synchronize()
 
-    def tobytes(self) -> bytes:
-        out = bytearray(self.nbytes)
+    def tobytes(self) -> bytearray:
+        out = bytearray(self.nbytes)  # one host copy (not a second one as bytes)
         view = memoryview(out)
         at = 0
         for chunk in self.chunks(lambda: None):
             view[at : at + len(chunk)] = chunk
             at += len(chunk)
-        return bytes(out)
+        return out
 
 
 def host_bytes(storage: Any) -> Any:
-    """The storage's bytes in host memory: the storage's own memory for a CPU storage (no
-    copy), a copy of a GPU one."""
+    """A CPU storage's bytes: its own memory, no copy."""
     nbytes = int(storage.nbytes())
     if nbytes == 0:
         return b""
-    if storage.device.type != "cpu":
-        return DeviceBuffer(storage).tobytes()
     return _address_view(_flat(storage, nbytes), nbytes, storage)
 
 
