@@ -164,12 +164,13 @@ def _install_local_torch(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0])
 def integration(session: nox.Session) -> None:
-    """Every package built as a wheel and installed together, plus the example plugin."""
+    """Every package built as a wheel and installed together, plus the example plugins."""
     dist = ROOT / "dist" / "integration"
     shutil.rmtree(dist, ignore_errors=True)
     dist.mkdir(parents=True)
     sources = [ROOT / "packages" / p for p in PACKAGES] + [
-        ROOT / "examples" / "portal-acme-notices"
+        ROOT / "examples" / "portal-acme-notices",
+        ROOT / "examples" / "portal-acme-storage",
     ]
     for src in sources:
         session.run(
@@ -181,6 +182,7 @@ def integration(session: nox.Session) -> None:
     session.run(
         "pytest",
         str(ROOT / "tests"),
+        *[str(p) for p in sorted((ROOT / "examples").glob("*/tests"))],  # their contract suites
         "-p",
         "no:cacheprovider",
         "-q",

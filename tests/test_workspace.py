@@ -57,3 +57,35 @@ def test_import_portal_core_stays_light() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_storage_plugin_installed_from_examples_holds_checkpoints_and_volumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``examples/portal-acme-storage`` is installed as a wheel: its ``acme://`` scheme works
+    wherever Portal takes a storage URL, through the one door (``open_backend``)."""
+    from portal.storage import CheckpointStore
+    from portal.storage.keys import FileKeyStore
+    from portal.storage.volumes import Volume
+
+    plugins = Plugins(get_plugin_manager(environ={}))
+    assert "acme" in plugins.storage_backends()
+    assert plugins.distribution_of("acme-storage") == "portal-acme-storage"
+    monkeypatch.setenv("ACME_STORAGE_ROOT", str(tmp_path / "acme"))
+    store = CheckpointStore("acme://bucket/portal", FileKeyStore(str(tmp_path / "home")))
+    store.create_job_key("job-1")
+    state = bytes(range(256)) * 40_000
+    with store.open_writer("job-1") as writer:
+        writer.write(state)
+        ref = writer.commit()
+    assert store.open_reader("job-1").read_all() == state
+    assert store.latest_complete("job-1", verify=True).checkpoint_id == ref.checkpoint_id
+    assert any((tmp_path / "acme" / "bucket" / "portal").rglob("*"))  # the plugin's objects
+
+    volume = Volume.from_name("data", create_if_missing=True, url="acme://bucket/volumes")
+    (volume.mount(tmp_path / "mnt") / "weights.bin").write_bytes(b"w" * 1000)
+    volume.commit()
+    again = Volume.from_name("data", url="acme://bucket/volumes")
+    again.mount(tmp_path / "mnt2")
+    again.reload()
+    assert (tmp_path / "mnt2" / "weights.bin").read_bytes() == b"w" * 1000

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from conftest import StoreTarget
 
-from portal.core.specs import StorageBackend
+from portal.core.errors import PluginError
+from portal.core.hookspecs import hookimpl
+from portal.core.plugins import Plugins, get_plugin_manager
+from portal.core.specs import StorageBackend, StorageBackendSpec
 from portal.core.testing import StorageBackendContract
-from portal.storage.backend import LocalBackend, open_backend, scheme_of
+from portal.storage.backend import FsspecBackend, LocalBackend, open_backend, scheme_of
 from portal.storage.errors import InvalidStorageUrlError, MissingExtraError
 
 
@@ -106,3 +109,66 @@ def test_missing_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
         open_backend("gs://bucket/root")
     assert info.value.code == "STORAGE_EXTRA_MISSING"
     assert "portal-storage[gcs]" in str(info.value)
+
+
+class _DictBackend:
+    """A third party's backend, as a plugin registers it: objects in a dict."""
+
+    def __init__(self, url: str, options: dict[str, object]) -> None:
+        self.url, self.options, self.objects = url, options, {}
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        self.objects[key] = bytes(data)
+
+    def read_bytes(self, key: str) -> bytes:
+        try:
+            return self.objects[key]
+        except KeyError:
+            raise FileNotFoundError(key) from None
+
+    def exists(self, key: str) -> bool:
+        return key in self.objects
+
+    def list(self, prefix: str) -> list[str]:
+        return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def delete(self, key: str) -> None:
+        self.objects.pop(key, None)
+
+
+class _AcmePlugin:
+    @hookimpl
+    def portal_storage_backends(self) -> list[StorageBackendSpec]:
+        return [StorageBackendSpec(name="acme", schemes=("acme",), factory=_DictBackend)]
+
+
+def _plugins_with_acme() -> Plugins:
+    pm = get_plugin_manager(environ={"PORTAL_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    pm.register(_AcmePlugin(), name="acme")
+    return Plugins(pm)
+
+
+def test_a_scheme_a_plugin_registers_opens_through_it() -> None:
+    plugins = _plugins_with_acme()
+    backend = open_backend("ACME://bucket/jobs", {"region": "x"}, plugins=plugins)
+    assert isinstance(backend, _DictBackend) and backend.options == {"region": "x"}
+    assert isinstance(open_backend("memory://b", plugins=plugins), FsspecBackend)
+
+
+def test_an_unknown_scheme_names_what_is_installed() -> None:
+    with pytest.raises(InvalidStorageUrlError) as info:
+        open_backend("ftp://host/x", plugins=_plugins_with_acme())
+    assert "acme://" in str(info.value) and "s3://" in str(info.value)
+    assert "no installed plugin registers" in str(info.value)
+
+
+def test_a_backend_plugin_that_breaks_is_named() -> None:
+    class Broken:
+        @hookimpl
+        def portal_storage_backends(self) -> list[StorageBackendSpec]:
+            return [StorageBackendSpec(name="bad", schemes=("bad",), factory=lambda u, o: 42)]
+
+    pm = get_plugin_manager(environ={"PORTAL_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    pm.register(Broken(), name="bad")
+    with pytest.raises(PluginError, match=r"'bad'.*not a storage backend"):
+        open_backend("bad://x", plugins=Plugins(pm))

@@ -9,11 +9,17 @@
 
 Listings never use fsspec's directory cache: the checkpoint store lists to decide what exists, and
 a stale answer there could hide a manifest or resurrect a deleted chunk.
+
+:func:`open_backend` is the one door every store, volume and view opens storage through: the
+schemes above are portal-storage's own; any other scheme goes to the installed plugin that
+registers it (``portal_storage_backends``), so a pip-installed ``acme://`` backend works wherever
+a storage URL is accepted.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import os
 import threading
@@ -22,9 +28,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from portal.core.errors import PluginError
+from portal.core.plugins import Plugins, call_factory
+from portal.core.specs import StorageBackend, StorageBackendSpec
 from portal.storage.errors import InvalidStorageUrlError, MissingExtraError
 
-__all__ = ["SCHEMES", "FsspecBackend", "LocalBackend", "open_backend", "scheme_of"]
+__all__ = [
+    "SCHEMES",
+    "FsspecBackend",
+    "LocalBackend",
+    "open_backend",
+    "open_builtin_backend",
+    "scheme_of",
+]
 
 #: scheme -> (module that implements it, extra that installs it)
 _CLOUD: dict[str, tuple[str, str]] = {
@@ -245,10 +261,58 @@ class FsspecBackend:
 
 
 def open_backend(
+    url: str, options: Mapping[str, Any] | None = None, *, plugins: Plugins | None = None
+) -> StorageBackend:
+    """The backend for ``url``: portal-storage's own for its schemes (:data:`SCHEMES`), else the
+    one an installed plugin registers for the scheme. ``options`` go to the backend (for
+    portal-storage's: ``endpoint_url``, ``token``, ``connection_string``... to the filesystem;
+    for local paths the only option is ``fsync``, default true). ``plugins`` defaults to this
+    process's installed plugins, loaded once and only when a URL needs them."""
+    scheme = scheme_of(url)
+    if scheme in SCHEMES:
+        return open_builtin_backend(url, options)
+    spec = _registered_backend(scheme, url, plugins if plugins is not None else _plugins())
+    backend = call_factory(
+        spec.factory, url, dict(options or {}), what=f"storage backend {spec.name!r} for {url}"
+    )
+    if not isinstance(backend, StorageBackend):
+        raise PluginError(
+            f"storage backend {spec.name!r} (for {scheme}://) returned "
+            f"{type(backend).__name__}, which is not a storage backend (write_bytes, read_bytes, "
+            "exists, list, delete and url); fix or uninstall the plugin that registers it"
+        )
+    return backend
+
+
+@functools.cache
+def _plugins() -> Plugins:
+    return Plugins.load()
+
+
+def _registered_backend(scheme: str, url: str, plugins: Plugins) -> StorageBackendSpec:
+    registered = [
+        spec
+        for spec in plugins.storage_backends().values()
+        if scheme in (s.lower() for s in spec.schemes) and spec.name != "fsspec"
+    ]
+    if registered:
+        return registered[0]
+    others = sorted(
+        {s for spec in plugins.storage_backends().values() for s in spec.schemes} - set(SCHEMES)
+    )
+    installed = ", ".join(s + "://" for s in (*SCHEMES, *others))
+    raise InvalidStorageUrlError(
+        f"storage URL {url} has scheme {scheme}://, which portal-storage does not handle and no "
+        f"installed plugin registers; use one of {installed} or a local path, or install the "
+        f"plugin that provides {scheme}:// (it registers portal_storage_backends)",
+        details={"url": url, "scheme": scheme, "schemes": [*SCHEMES, *others]},
+    )
+
+
+def open_builtin_backend(
     url: str, options: Mapping[str, Any] | None = None
 ) -> LocalBackend | FsspecBackend:
-    """The backend for ``url``. ``options`` go to the filesystem (``endpoint_url``, ``token``,
-    ``connection_string``...); for local paths the only option is ``fsync`` (default true)."""
+    """portal-storage's own backend for ``url`` (one of :data:`SCHEMES`)."""
     scheme = scheme_of(url)
     if scheme == "file":
         opts = dict(options or {})

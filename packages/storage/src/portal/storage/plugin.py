@@ -16,9 +16,9 @@ __all__ = ["portal_key_store", "portal_storage_backends"]
 
 
 def _make_backend(url: str, options: Mapping[str, Any]) -> StorageBackend:
-    from portal.storage.backend import open_backend
+    from portal.storage.backend import open_builtin_backend
 
-    return open_backend(url, options)
+    return open_builtin_backend(url, options)
 
 
 @hookimpl

@@ -59,8 +59,9 @@ __all__ = ["CheckpointStore"]
 class CheckpointStore:
     """Checkpoints of many jobs under one storage URL, each job encrypted with its own key.
 
-    :param url: ``file://``/plain path, ``memory://``, ``s3://``, ``gs://``, ``az://``/``abfs://``;
-        or a ready :class:`~portal.core.specs.StorageBackend` (e.g. from a plugin).
+    :param url: ``file://``/plain path, ``memory://``, ``s3://``, ``gs://``, ``az://``/``abfs://``,
+        any scheme an installed plugin registers (``portal_storage_backends``); or a ready
+        :class:`~portal.core.specs.StorageBackend`.
     :param key_store: where job keys live (:func:`portal.storage.resolve_key_store`).
     :param options: passed to the filesystem (``endpoint_url``, ``token``, ``connection_string``).
     :param parallelism: transfers in flight at once.

@@ -1,0 +1,1 @@
+"""Acme object storage for Portal: ``acme://BUCKET/PREFIX`` URLs (see plugin.py)."""
