@@ -46,7 +46,13 @@ def save_checkpoint(obj: Any, path: str | os.PathLike[str]) -> None:
 
 
 def load_checkpoint(path: str | os.PathLike[str], default: Any | None = None) -> Any:
-    """The object saved at ``path``, or ``default`` when no checkpoint exists there yet."""
+    """The object saved at ``path``, or ``default`` when no checkpoint exists there yet.
+
+    This *unpickles* the file, and unpickling runs code: whoever can write ``path`` (or the
+    volume or bucket it lives in) can run code as this program. Load only checkpoints that your
+    own job wrote to storage that only you can write. A volume's files are checked against the
+    SHA-256 its manifest records, and the manifest's paths are kept inside the mount, but the
+    manifest itself is not signed: a writer of the bucket can replace both."""
     try:
         with open(path, "rb") as f:
             return pickle.load(f)

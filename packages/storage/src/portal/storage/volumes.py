@@ -15,6 +15,11 @@ A commit is atomic: the manifest is replaced in one write after every blob is st
 sees the old version or the new one. Concurrent commits from two machines: the last one wins.
 Volumes hold the user's files as they are (not encrypted by Portal, like a bucket: use the
 bucket's encryption); their contents are checked against SHA-256 on download.
+
+A manifest is read as untrusted input (anyone who can write the bucket can write it): before
+anything is written, every path must be relative, without ``.``/``..`` parts, and reach the mount
+through no symbolic link, and modes keep their permission bits only (never setuid, setgid or
+sticky). One bad entry refuses the whole reload, named, with nothing written.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ __all__ = ["TEMP_MARK", "Volume", "VolumeFile", "VolumeManifest"]
 #: save into a mounted volume (bladekit's save_checkpoint) name their temp files with it.
 TEMP_MARK = ".portal-volume-tmp-"
 _TMP = TEMP_MARK
+#: A restored file's mode keeps these bits only: never setuid, setgid or sticky from a manifest.
+_PERMISSIONS = 0o777
 
 
 class VolumeFile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -226,6 +233,8 @@ class Volume:
         """Make the mount match the latest committed version (uncommitted changes are replaced)."""
         root = self._mounted()
         remote = self._remote()
+        for rel in remote.files:
+            self._check_path(root, rel, remote.version)
         local = self._local_files()
 
         def fetch(item: tuple[str, VolumeFile]) -> None:
@@ -243,7 +252,7 @@ class Volume:
             dest.parent.mkdir(parents=True, exist_ok=True)
             tmp = dest.with_name(f"{dest.name}{_TMP}{os.getpid()}")
             tmp.write_bytes(data)
-            os.chmod(tmp, entry.mode)
+            os.chmod(tmp, entry.mode & _PERMISSIONS)
             os.replace(tmp, dest)
             info = dest.stat()
             self._seen[rel] = (info.st_size, info.st_mtime_ns, entry.sha256)
@@ -261,6 +270,28 @@ class Volume:
                 self._seen.pop(rel, None)
         self.version = remote.version
         return remote.version
+
+    def _check_path(self, root: Path, rel: str, version: int) -> None:
+        """Refuse a manifest path that would land outside the mount (see the module docstring)."""
+        parts = rel.split("/")
+        why = None
+        if not rel or rel.startswith("/") or "\x00" in rel:
+            why = "it is empty, absolute or holds a NUL byte"
+        elif any(part in ("", ".", "..") for part in parts):
+            why = "it has an empty, '.' or '..' part"
+        else:
+            for depth in range(1, len(parts)):
+                if (root.joinpath(*parts[:depth])).is_symlink():
+                    why = f"{'/'.join(parts[:depth])} in the mount is a symbolic link"
+                    break
+        if why is not None:
+            raise VolumeCorruptError(
+                f"volume {self.name!r} (version {version}) in {self.url} lists the file {rel!r}, "
+                f"which would be written outside the mount at {root}: {why}. Nothing was "
+                "written. Someone able to write the bucket changed the manifest, or it is "
+                "damaged: commit the volume again from a machine you trust",
+                details={"volume": self.name, "path": rel},
+            )
 
     def unmount(self, *, remove: bool = False) -> None:
         """Forget the mount (``remove`` deletes the local copy; committed files stay stored)."""
