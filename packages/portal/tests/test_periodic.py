@@ -219,3 +219,29 @@ def test_a_state_that_cannot_be_carried_is_said_once_and_the_job_runs_on(
     assert "periodic checkpoint not saved (log (_io.TextIOWrapper)" in failed[0].message
     assert "the job goes on and the next one is tried in 0.3 s" in failed[0].message
     assert _events(plane, job, "checkpoint-periodic")  # after the file was closed
+
+
+def test_a_checkpoint_the_node_did_not_ask_for_is_never_uploaded_or_deleted(
+    tmp_path: Path,
+) -> None:
+    """A peer on the runtime's socket names a file of its choosing (to have it stored, then
+    resumed, as this job): the node uploads and deletes only the path it asked the runtime for."""
+    from types import SimpleNamespace
+
+    from portal.core.wire import Checkpointed
+    from portal.node.periodic import PeriodicCheckpoints
+    from portal.node.supervisor import Node
+
+    periodic = PeriodicCheckpoints(60.0, tmp_path)
+    asked = tmp_path / "periodic-1.portal"
+    foreign = tmp_path / "theirs.portal"
+    foreign.write_bytes(b"an image of the peer's choosing")
+    node = SimpleNamespace(_periodic=periodic, _notice=object(), _probe=None)
+    for notice in (object(), None):  # during a notice (deleted before), and without one
+        node._notice = notice
+        periodic.asked = asked
+        Node._periodic_taken(
+            node, Checkpointed(checkpoint=str(foreign), bytes=31, stall_seconds=0.1)
+        )  # type: ignore[arg-type]
+        assert foreign.exists() and periodic.upload is None and periodic.taken is None
+        assert periodic.asked is None  # the request is over: the next one may be asked for

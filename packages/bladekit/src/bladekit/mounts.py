@@ -5,8 +5,10 @@ the container makes ``/ckpt`` and syncs the volume's committed files into it (po
 ``Volume.mount``), so user code opens ``/ckpt/state.pkl`` unchanged. That needs permission to
 create the folder (root, or a writable parent); without it the error says how to fix it.
 
-Because the path is shared by everything on the machine, three guards make it safe:
+Because the path is shared by everything on the machine, four guards make it safe:
 
+- :func:`state_dir` is this user's alone (made 0700, refused when another user made it first
+  or it is open to others), since its records decide which folders are removed;
 - a lock per path (``flock`` on a file in :func:`state_dir`), held by the container process for
   its whole life and released by the kernel however it dies: two containers never share a mount
   path; the second waits for the first;
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from portal.core.errors import PortalError
+from portal.core.private import private_folder
 
 __all__ = ["MountError", "acquire", "release", "state_dir"]
 
@@ -50,9 +53,9 @@ class MountError(PortalError):
 
 def state_dir() -> Path:
     """Locks and owner records for mount paths: machine-wide (per user), like the paths."""
-    folder = Path(tempfile.gettempdir()) / f"bladekit-mounts-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    return folder
+    return private_folder(
+        Path(tempfile.gettempdir()) / f"bladekit-mounts-{os.getuid()}", "bladekit's mount records"
+    )
 
 
 def _slot(path: str) -> Path:

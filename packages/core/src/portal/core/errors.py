@@ -23,6 +23,7 @@ __all__ = [
     "PortalError",
     "PreemptedError",
     "RunError",
+    "UnsafeFolderError",
 ]
 
 
@@ -57,6 +58,12 @@ class InvalidSettingError(InvalidArgumentError):
     """A setting (file, environment variable or flag) has a value Portal cannot accept."""
 
     code: ClassVar[str] = "INVALID_SETTING"
+
+
+class UnsafeFolderError(PortalError):
+    """A folder Portal keeps private (sockets, lock records) is not this user's alone."""
+
+    code: ClassVar[str] = "UNSAFE_FOLDER"
 
 
 class PluginError(PortalError):

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import msgspec
 
+from portal.core.private import private_folder
 from portal.core.wire import (
     Cancel,
     Checkpoint,
@@ -35,8 +36,9 @@ log = logging.getLogger("portal.node")
 def control_socket_path(job_id: str, attempt: int) -> Path:
     """A short path for the socket (Unix socket paths are limited to about 100 bytes, so not
     under ``PORTAL_HOME``, which may be deep)."""
-    base = Path(tempfile.gettempdir()) / f"portal-{os.getuid()}"
-    base.mkdir(mode=0o700, exist_ok=True)
+    base = private_folder(
+        Path(tempfile.gettempdir()) / f"portal-{os.getuid()}", "the runtime's control sockets"
+    )
     return base / f"{job_id}-{attempt}.sock"
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from msgspec import to_builtins
 
 from portal.control import wording
@@ -489,11 +490,23 @@ class Node:
             periodic.asked = path
 
     def _periodic_taken(self, event: Checkpointed) -> None:
-        """The runtime wrote it and runs on: upload it (chunks already stored are reused)."""
+        """The runtime wrote it and runs on: upload it (chunks already stored are reused).
+
+        Only the file the node asked for is ever uploaded or deleted: a peer on the socket that
+        names another path (a file of its choosing, to be resumed as this job) is ignored."""
         periodic = self._periodic
-        periodic.asked = None
+        asked, periodic.asked = periodic.asked, None
+        if asked is None or Path(event.checkpoint) != asked:
+            log.warning(
+                "the runtime reported a checkpoint at %s, which the node did not ask for "
+                "(it asked for %s): ignored",
+                event.checkpoint,
+                asked or "none",
+            )
+            return
+        event = msgspec.structs.replace(event, checkpoint=str(asked))
         if self._notice is not None:  # a notice came meanwhile: its checkpoint goes first
-            Path(event.checkpoint).unlink(missing_ok=True)
+            asked.unlink(missing_ok=True)
             return
         if self._probe.waiting:  # a checkpoint that was written whole answers a check
             self._probe.answered(self.clock.monotonic())
