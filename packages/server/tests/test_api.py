@@ -154,15 +154,25 @@ def test_bad_input_is_refused_with_what_is_wrong(raw: Raw, server: ServerProcess
         assert needle in answer["message"], answer
 
 
-def test_job_references_travel_whatever_they_contain(client: HttpControlStore) -> None:
+def test_job_references_that_cannot_name_a_job_are_refused(
+    client: HttpControlStore, raw: Raw, server: ServerProcess
+) -> None:
+    """A job id or name is one path segment of the store's rule: whatever a client sends in
+    the path or the body, ``../x``, absolute paths, NUL bytes or a trailing newline never reach
+    the store (a client would later build file paths from them)."""
     client.create_job(Job(id="j-a", name="a.b-c_d", script="s.py", workdir="/w", created_at=1))
     assert client.get_job("a.b-c_d").id == "j-a"
-    for odd in ("x/y", "x/state", "../v1/jobs", "a b?c#d", "é"):
-        with pytest.raises(PortalError, match="no job") as err:
+    odd_refs = ("x/y", "../v1/jobs", "../../../../x", "/abs", "a b?c#d", "é", "a\x00b", "j-a\n")
+    for odd in odd_refs:
+        with pytest.raises(PortalError, match="is not a job id or name") as err:
             client.get_job(odd)
-        assert err.value.details == {"job": odd}
-    client.append_event(Event(job_id="x/y", at=1.0, kind="k", message="m"))
-    assert [e.job_id for _, e in client.events("x/y")] == ["x/y"]
+        assert err.value.details["parameter"] == "ref"
+        with pytest.raises(PortalError, match=r"is not a job id or name|no API path"):
+            client.append_event(Event(job_id=odd, at=1.0, kind="k", message="m"))
+    for bad_id in ("../../../../x", "/abs", "a\x00b", "j-b\n", "..", ""):
+        status, _, answer = raw("POST", "/v1/jobs", {**JOB, "id": bad_id}, token=server.token)
+        assert status == 400 and "job id" in answer["message"], (bad_id, answer)
+    assert [j.id for j in client.list_jobs()] == ["j-a"]
 
 
 # --- errors come back as the embedded store raises them -----------------------------------------

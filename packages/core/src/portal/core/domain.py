@@ -30,9 +30,11 @@ __all__ = [
     "NoticeKind",
     "Offer",
     "Verdict",
+    "is_job_id",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -114,8 +116,23 @@ class JobState(enum.StrEnum):
         return self in (JobState.DONE, JobState.FAILED, JobState.LOST, JobState.CANCELLED)
 
 
+def is_job_id(value: object) -> bool:
+    """Whether ``value`` can be a job id (or name): the store's rule for one path segment
+    (``portal.storage.layout.check_id``). A job id names folders and objects, so ``../x``,
+    ``/abs``, NUL bytes or a trailing newline never get in."""
+    return isinstance(value, str) and bool(_ID.fullmatch(value)) and ".." not in value
+
+
+def _job_id(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
+    if not is_job_id(value):
+        raise ValueError(
+            f"job id {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit, without '..'"
+        )
+
+
 def _job_name(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
-    if value is not None and not _NAME.match(value):
+    if value is not None and not _NAME.fullmatch(value):
         raise ValueError(
             f"job name {value!r} is not valid: use 1-63 letters, digits, '.', '_' or '-', "
             "starting with a letter or digit"
@@ -126,7 +143,7 @@ def _job_name(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> 
 class Job:
     """A job: one script the user asked Portal to keep alive, across any number of attempts."""
 
-    id: str = attrs.field(validator=attrs.validators.min_len(1))
+    id: str = attrs.field(validator=_job_id)
     name: str | None = attrs.field(default=None, validator=_job_name)
     script: str = attrs.field(validator=attrs.validators.min_len(1))
     args: tuple[str, ...] = attrs.field(default=(), converter=str_tuple)

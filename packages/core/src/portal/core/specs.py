@@ -44,7 +44,7 @@ def normalise_name(name: str) -> str:
 
 
 def _valid_name(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
-    if not _VALID_NAME.match(normalise_name(value)):
+    if not _VALID_NAME.fullmatch(normalise_name(value)):
         raise ValueError(
             f"plugin name {value!r} is not valid: use letters, digits, '_' or '-' (dots separate "
             "parts), starting with a letter"

@@ -27,7 +27,7 @@ from starlette.routing import Route
 
 from portal.control import api
 from portal.control.store import ControlStore
-from portal.core.domain import AttemptState, JobState
+from portal.core.domain import AttemptState, JobState, is_job_id
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.server.tokens import TokenFile
 
@@ -54,6 +54,20 @@ _STATUS = {
     "CONTROL_DB_UNAVAILABLE": 503,
     "CONTROL_PLANE_BUSY": 503,
 }
+
+
+def _job_param(request: Request, name: str) -> str:
+    """A job id (or name) from the path, held to the store's rule before anything uses it."""
+    value = request.path_params[name]
+    if request.scope.get("path", "").endswith("\n"):  # a route's "$" matched before it
+        value += "\n"
+    if not is_job_id(value):
+        raise InvalidArgumentError(
+            f"{request.method} {request.url.path}: {value!r} is not a job id or name (1-128 "
+            "letters, digits, '.', '_' or '-', starting with a letter or digit, without '..')",
+            details={"parameter": name, "value": value},
+        )
+    return str(value)
 
 
 class _RouteNotFoundError(InvalidArgumentError):
@@ -200,14 +214,14 @@ class _Api:
         return api.JobList(jobs=[api.JobWire.of(j) for j in jobs])
 
     async def get_job(self, request: Request) -> msgspec.Struct:
-        return api.JobWire.of(await self._call(self.store.get_job, request.path_params["ref"]))
+        return api.JobWire.of(await self._call(self.store.get_job, _job_param(request, "ref")))
 
     async def set_state(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.SetStateRequest)
         expect = None if body.expect is None else [_job_state(s) for s in body.expect]
         job = await self._call(
             self.store.set_job_state,
-            request.path_params["job"],
+            _job_param(request, "job"),
             _job_state(body.state),
             expect=expect,
         )
@@ -215,10 +229,10 @@ class _Api:
 
     async def heard(self, request: Request) -> None:
         body = await self._body(request, api.HeardRequest)
-        await self._call(self.store.heard, request.path_params["job"], body.at)
+        await self._call(self.store.heard, _job_param(request, "job"), body.at)
 
     async def last_heard(self, request: Request) -> msgspec.Struct:
-        return api.LastHeard(at=await self._call(self.store.last_heard, request.path_params["job"]))
+        return api.LastHeard(at=await self._call(self.store.last_heard, _job_param(request, "job")))
 
     # --- attempts -----------------------------------------------------------------------------
 
@@ -226,7 +240,7 @@ class _Api:
         body = await self._body(request, api.StartAttemptRequest)
         attempt = await self._call(
             self.store.start_attempt,
-            request.path_params["job"],
+            _job_param(request, "job"),
             machine=body.machine,
             at=body.at,
             resumed_from=body.resumed_from,
@@ -237,7 +251,7 @@ class _Api:
         body = await self._body(request, api.EndAttemptRequest)
         attempt = await self._call(
             self.store.end_attempt,
-            request.path_params["job"],
+            _job_param(request, "job"),
             request.path_params["number"],
             state=_attempt_state(body.state),
             at=body.at,
@@ -246,7 +260,7 @@ class _Api:
         return api.AttemptWire.of(attempt)
 
     async def attempts(self, request: Request) -> msgspec.Struct:
-        found = await self._call(self.store.attempts, request.path_params["job"])
+        found = await self._call(self.store.attempts, _job_param(request, "job"))
         return api.AttemptList(attempts=[api.AttemptWire.of(a) for a in found])
 
     # --- events -------------------------------------------------------------------------------
@@ -256,7 +270,7 @@ class _Api:
 
         body = await self._body(request, api.NewEvent)
         event = Event(
-            job_id=request.path_params["job"],
+            job_id=_job_param(request, "job"),
             at=body.at,
             kind=body.kind,
             message=body.message,
@@ -266,7 +280,7 @@ class _Api:
 
     async def events(self, request: Request) -> msgspec.Struct:
         after = self._query_number(request, "after", int, 0)
-        found = await self._call(self.store.events, request.path_params["job"], after=after)
+        found = await self._call(self.store.events, _job_param(request, "job"), after=after)
         return api.EventList(
             events=[
                 api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found

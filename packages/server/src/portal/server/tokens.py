@@ -145,7 +145,7 @@ class TokenFile:
 
 
 def _check_user(user: str) -> None:
-    if not _USER.match(user):
+    if not _USER.fullmatch(user):
         raise InvalidArgumentError(
             f"user name {user!r} is not valid: use 1-63 letters, digits, '.', '_', '@' or '-', "
             "starting with a letter or digit",

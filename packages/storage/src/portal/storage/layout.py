@@ -43,7 +43,7 @@ STARTED_NAME = "started"
 
 def check_id(value: str, what: str) -> str:
     """Refuse an id that cannot be a single path segment on every backend."""
-    if not isinstance(value, str) or not _ID.match(value) or ".." in value:
+    if not isinstance(value, str) or not _ID.fullmatch(value) or ".." in value:
         raise InvalidStorageUrlError(
             f"{what} {value!r} cannot name objects in the store: use 1-128 letters, digits, '.', "
             "'_' or '-', starting with a letter or digit, without '..'",
