@@ -50,6 +50,8 @@ def test_notice_suspends_and_resume_continues_identically(portal: PortalCli) -> 
     assert resumed.returncode == 0, resumed.stderr
     assert out + resumed.stdout == expected
     assert portal("logs", "count").stdout == expected
+    # The decrypted checkpoint the resume loaded is gone: no plaintext state stays behind.
+    assert not list(portal.home.rglob("resume.portal*"))
     status = json.loads(portal("status", "count", "--json").stdout)
     assert status["state"] == "done"
     assert [a["state"] for a in status["attempts"]] == ["suspended", "exited"]

@@ -131,6 +131,7 @@ class Node:
         self._pause_waiting: float | None = None
         self._problems_seen: set[str] = set()
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
+        self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
         self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
@@ -222,16 +223,21 @@ class Node:
         return [*base, "resume", *control, str(self._download(self.resume_from))]
 
     def _download(self, checkpoint_id: str) -> Path:
-        """Fetch and verify the checkpoint before anything reads it (a checkpoint is code)."""
+        """Fetch and verify the checkpoint before anything reads it (a checkpoint is code).
+
+        The decrypted image is this user's alone (0600) and lives only until the runtime has
+        loaded it (its greeting) or the attempt ends: no plaintext state stays behind."""
         target = self.dir / "resume.portal"
         started = time.monotonic()
         reader = self.store.open_reader(self.job.id, checkpoint_id)
         reader.verify()
         tmp = target.with_suffix(".part")
-        with tmp.open("wb") as out:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb") as out:
             for piece in reader.iter_chunks():
                 out.write(piece)
         tmp.replace(target)
+        self._resume_image = target
         self.report(
             "restoring",
             wording.restoring(checkpoint_id, target.stat().st_size, time.monotonic() - started),
@@ -575,8 +581,14 @@ class Node:
                 reason=event.reason,
             )
 
+    def _drop_resume_image(self) -> None:
+        if self._resume_image is not None:
+            self._resume_image.unlink(missing_ok=True)
+            self._resume_image = None
+
     def _runtime_event(self, event: RuntimeEvent) -> None:
         if isinstance(event, Hello):
+            self._drop_resume_image()  # loaded: the runtime greets only once it has restored
             for text in event.notes:  # what the restore did otherwise (GPU tensors onto the CPU)
                 if text not in self._notes_seen:
                     self._notes_seen.add(text)
@@ -618,6 +630,7 @@ class Node:
 
     def _finish(self, code: int) -> int:
         now = self.clock.now()
+        self._drop_resume_image()
         self._periodic.discard()  # the attempt is over: its own end decides what is kept
         if self._notice is not None and self._notice.source == "local":
             # The machine this notice was for is gone with this attempt: the next attempt must
