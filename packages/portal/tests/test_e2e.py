@@ -74,6 +74,41 @@ def test_paused_twice_resumed_twice(portal: PortalCli) -> None:
     assert portal("logs", job).stdout == expected
 
 
+def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
+    portal: PortalCli,
+) -> None:
+    """Someone deletes the newest checkpoint from the bucket: the resume refuses to take the
+    older one without a word (its work would be done twice), names both, and takes it with
+    ``--checkpoint``."""
+    import shutil
+
+    expected = portal.plain("count.py", "3")
+    job = portal("run", "--detach", "--name", "rollback", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 30 ")
+    portal("notice", job, "--seconds", "30")
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    second = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    assert second != first
+    shutil.rmtree(portal.home / "store" / "jobs" / job / "checkpoints" / second)
+
+    refused = portal("resume", job)
+    assert refused.returncode == 64, refused.stderr
+    assert second in refused.stderr and first in refused.stderr
+    assert f"--checkpoint {first}" in refused.stderr and "Traceback" not in refused.stderr
+    assert portal.state(job) == "suspended"
+    missing = portal("resume", job, "--checkpoint", "no-such")
+    assert missing.returncode == 64 and first in missing.stderr
+
+    assert portal("resume", job, "--checkpoint", first).returncode == 0
+    logs = portal("logs", job).stdout
+    assert logs.endswith(expected.splitlines(keepends=True)[-1])  # it ran to its end
+
+
 def test_pause_waits_for_an_open_file_then_proceeds(portal: PortalCli) -> None:
     expected = portal.plain("holds_file.py")
     job = portal("run", "--detach", "holds_file.py").stdout.strip()

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 
 from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
+from portal.cli.resume_point import resume_point
 from portal.control import silence, wording
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.plane import ControlPlane
@@ -109,12 +110,7 @@ class Cli:
                 f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
                 "(`portal status` shows its state)"
             )
-        ref = self.store.latest_complete(job.id)
-        if ref is None:
-            raise InvalidArgumentError(
-                f"job {job.id} has no complete checkpoint to resume from; `portal status "
-                f"{options.job}` lists what it has"
-            )
+        ref = resume_point(self.plane, self.store, job, options.checkpoint, options.job)
         if placement.enabled:
             return placement.resume(job, ref, options)
         if options.plan:
@@ -466,6 +462,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--no-spot", action="store_true")
     resume.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
     resume.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
+    resume.add_argument(
+        "--checkpoint",
+        metavar="ID",
+        help="resume from this complete checkpoint, not the last one (`portal status` lists them)",
+    )
     notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
     notice.add_argument("job", metavar="JOB")
     notice.add_argument("--seconds", type=float, help="notice length (default 120)")
