@@ -197,3 +197,37 @@ def test_a_changed_file_held_open_elsewhere_is_not_rolled_back(tmp_path: Path) -
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_portal_home_and_a_local_store_inside_the_directory_never_travel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project-local PORTAL_HOME (and its store): a resume must not roll the job's own
+    records back with the program's files, nor carry them at all."""
+    root = tmp_path / "job"
+    (root / ".portal" / "jobs" / "j-1").mkdir(parents=True)
+    (root / ".portal" / "portal.db").write_bytes(b"attempts 1, 2")
+    (root / "ckpts" / "jobs").mkdir(parents=True)
+    (root / "ckpts" / "jobs" / "chunk").write_bytes(b"stored")
+    (root / "results.txt").write_text("the program's\n")
+    (root / ".portalish").write_text("not Portal's: a name that only starts the same\n")
+    monkeypatch.setenv("PORTAL_HOME", str(root / ".portal"))
+    monkeypatch.setenv("PORTAL_STORAGE_URL", (root / "ckpts").as_uri())
+    monkeypatch.chdir(root)
+    assert set(workdir.portal_folders(str(root))) == {".portal", "ckpts"}
+    files, _ = scan(str(root))
+    assert sorted(e.path for e in files.entries) == [".portalish", "results.txt"]
+
+    # An older checkpoint that carried them: the restore leaves the home as it is now.
+    old = WorkdirFiles(
+        [
+            WorkdirEntry(".portal", "d", 0o700, 0, None),
+            WorkdirEntry(".portal/portal.db", "f", 0o600, 0, b"attempts 1"),
+            WorkdirEntry("results.txt", "f", 0o644, 0, b"older\n"),
+        ],
+        ".",
+        str(root),
+    )
+    restore_files(str(root), old)
+    assert (root / ".portal" / "portal.db").read_bytes() == b"attempts 1, 2"
+    assert (root / "results.txt").read_text() == "older\n"

@@ -20,6 +20,9 @@ it continues. The spec lists "the files in the working directory" in what a chec
   own checkpoints (``*.portal``), bytecode and tool caches, and virtual environments (a directory
   holding ``pyvenv.cfg``): installed packages are installed again on the new machine, as the
   spec says. A ``!`` line in ``.portalignore`` brings back a cache (not a virtual environment).
+  Never carried, nor written by a restore: Portal's own home (``PORTAL_HOME``) and a local
+  checkpoint store when they lie inside the directory (a project-local home): a resume must not
+  roll back the job's own records, attempts and notices with the program's files.
 * **Size**: files of 64 KiB or more travel as out-of-band buffers, mapped rather than read, so
   the checkpoint file holds their bytes as they are and the store's deduplication makes an
   unchanged file cost nothing. When the directory holds more than :data:`WARN_BYTES` (1 GiB),
@@ -64,6 +67,7 @@ __all__ = [
     "WorkdirReport",
     "WorkdirState",
     "job_root",
+    "portal_folders",
     "relocate",
     "set_job_root",
     "specs",
@@ -231,13 +235,46 @@ def _file_data(path: str, size: int) -> Any:
     return pickle.PickleBuffer(mapped)
 
 
+def portal_folders(root: str) -> tuple[str, ...]:
+    """Portal's own folders inside ``root``, relative: its home and a local store (from the
+    job's environment, as Portal's settings read it). None of them is ever carried."""
+    from urllib.parse import unquote, urlsplit
+
+    from portal.core.settings import Settings
+
+    try:
+        settings = Settings.load()
+    except Exception:  # an invalid setting is the CLI's to report, not the capture's
+        return ()
+    places = [str(settings.home)]
+    url = settings.storage_url
+    if url.startswith("file://"):
+        places.append(unquote(urlsplit(url).path))
+    elif "://" not in url:
+        places.append(url)
+    base = os.path.realpath(root)
+    found = []
+    for place in places:
+        rel = os.path.relpath(os.path.realpath(os.path.expanduser(place)), base)
+        if rel != "." and _inside(rel.replace(os.sep, "/")):
+            found.append(rel.replace(os.sep, "/"))
+        elif rel == ".":
+            found.append("")  # the whole directory is Portal's: carry nothing
+    return tuple(found)
+
+
+def _under(rel: str, folders: Sequence[str]) -> bool:
+    return any(f == "" or rel == f or rel.startswith(f + "/") for f in folders)
+
+
 def scan(root: str) -> tuple[WorkdirFiles, WorkdirReport]:
     """Read ``root``'s entries (see module docstring) and their size report."""
     spec = _ignore_spec(root)
+    own = portal_folders(root)
     entries: list[WorkdirEntry] = []
     sizes: list[tuple[str, int]] = []
     outside: list[str] = []
-    for rel, st in _walk(root, spec):
+    for rel, st in _walk(root, spec, own):
         full = os.path.join(root, rel)
         if stat.S_ISLNK(st.st_mode):
             target = _link_target(root, rel, os.readlink(full))
@@ -267,8 +304,11 @@ def scan(root: str) -> tuple[WorkdirFiles, WorkdirReport]:
     return WorkdirFiles(entries, carried_cwd, root), report
 
 
-def _walk(root: str, spec: pathspec.GitIgnoreSpec) -> Iterator[tuple[str, os.stat_result]]:
-    """Every entry under ``root`` not ignored, parents before children, links not followed."""
+def _walk(
+    root: str, spec: pathspec.GitIgnoreSpec, own: Sequence[str] = ()
+) -> Iterator[tuple[str, os.stat_result]]:
+    """Every entry under ``root`` not ignored, parents before children, links not followed;
+    Portal's own folders (``own``) left out whole."""
     pending = [""]
     while pending:
         rel_dir = pending.pop()
@@ -285,7 +325,7 @@ def _walk(root: str, spec: pathspec.GitIgnoreSpec) -> Iterator[tuple[str, os.sta
             except OSError:
                 continue
             is_dir = stat.S_ISDIR(st.st_mode)
-            if spec.match_file(rel + "/" if is_dir else rel):
+            if spec.match_file(rel + "/" if is_dir else rel) or (own and _under(rel, own)):
                 continue
             if is_dir and os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
                 continue  # a virtual environment: installed packages, installed again there
@@ -368,6 +408,11 @@ def restore_files(root: str, files: WorkdirFiles) -> None:
     """Write ``files`` into ``root`` (checked first, see module docstring) and enter the
     program's directory there."""
     _check_entries(root, files.entries)
+    own = portal_folders(root)
+    if own:  # a checkpoint made before they were left out: never roll Portal's records back
+        files = WorkdirFiles(
+            [e for e in files.entries if not _under(e.path, own)], files.cwd, files.root
+        )
     os.makedirs(root, exist_ok=True)
     if files.root:
         _MOVED[:] = [(files.root, os.path.abspath(root))]
