@@ -195,6 +195,62 @@ def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
     assert portal("logs", job).stdout == portal.plain("big.py", size)
 
 
+@pytest.mark.one_python
+def test_kill_9_of_the_job_process_mid_write_leaves_the_job_suspended(
+    portal: PortalCli,
+) -> None:
+    """The job's own process is killed (as an OOM kill would) while it writes its second
+    checkpoint: the job is suspended from the first, not failed; the partial file is removed; the
+    event names the signal; the resume ends as an uninterrupted run."""
+    size = str(250_000_000)  # randbytes takes at most 2**31 bits
+    job = portal("run", "--detach", "--name", "oom", "big.py", size).stdout.strip()
+    portal.wait_for_output(job, "step 3\n")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
+    portal("notice", job)
+    attempt = portal.home / "jobs" / job / "attempts" / "2"
+    deadline = time.monotonic() + 60
+    partial: Any = None
+    while partial is None and time.monotonic() < deadline:
+        partial = next(attempt.glob(".*.portal.*.tmp"), None)
+        time.sleep(0.002)
+    assert partial is not None, "the checkpoint was never written"
+    os.kill(int(partial.name.rsplit(".", 2)[-2]), signal.SIGKILL)  # .NAME.PID.tmp
+    waited = portal("wait", job, "--timeout", "60").stdout.strip()
+    assert waited == "suspended", portal("explain", job).stdout
+    status = json.loads(portal("status", job, "--json").stdout)
+    if status["last_checkpoint"]["id"] != first:
+        pytest.skip("the checkpoint was whole before the kill landed (a very fast disk)")
+    assert status["attempts"][-1]["exit_code"] == -signal.SIGKILL
+    assert not list(attempt.glob(".*.tmp")), "the partial checkpoint was left behind"
+    explain = portal("explain", job).stdout
+    assert "killed by SIGKILL during its pause" in explain, explain
+    assert first in explain
+    resumed = portal("resume", job)
+    assert resumed.returncode == 0, resumed.stderr
+    assert portal("logs", job).stdout.endswith(
+        portal.plain("big.py", size).splitlines(keepends=True)[-1]
+    )
+
+
+def test_a_failed_job_resumes_only_from_a_checkpoint_named(portal: PortalCli) -> None:
+    job = portal("run", "--detach", "--name", "later", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    assert portal("cancel", job).returncode == 0
+    refused = portal("resume", job)
+    assert refused.returncode == 64 and "--checkpoint ID" in refused.stderr, refused.stderr
+    resumed = portal("resume", job, "--checkpoint", first)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"is cancelled; resuming it from checkpoint {first}, as you asked" in resumed.stderr
+    assert portal.state(job) == "done"
+
+
 def test_concurrent_cli_calls(portal: PortalCli) -> None:
     jobs = [portal("run", "--detach", "exits.py", "0").stdout.strip() for _ in range(3)]
     with ThreadPoolExecutor(max_workers=6) as pool:

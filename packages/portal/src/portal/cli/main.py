@@ -105,19 +105,34 @@ class Cli:
         checkpoint_every_option(options.checkpoint_every)
         # A lost job (its machine gone without notice) resumes too, from its last complete
         # checkpoint: a periodic one, typically.
-        if job.state not in (JobState.SUSPENDED, JobState.LOST):
+        resumable = [JobState.SUSPENDED, JobState.LOST]
+        ended = (JobState.FAILED, JobState.CANCELLED)
+        if job.state in ended and options.checkpoint:
+            resumable.append(job.state)  # a checkpoint the user names: their choice, said below
+        elif job.state not in resumable:
+            also = (
+                f"; a {job.state} job resumes from a checkpoint you name: `portal resume "
+                f"{options.job} --checkpoint ID` (`portal status` lists them)"
+                if job.state in ended
+                else ""
+            )
             raise InvalidArgumentError(
                 f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
-                "(`portal status` shows its state)"
+                f"(`portal status` shows its state){also}"
             )
         ref = resume_point(self.plane, self.store, job, options.checkpoint, options.job)
+        if job.state in ended:
+            note(
+                f"job {job.id} is {job.state}; resuming it from checkpoint {ref.checkpoint_id}, "
+                "as you asked"
+            )
         if placement.enabled:
             return placement.resume(job, ref, options)
         if options.plan:
             for line in self._plan_lines(job, ref, no_spot=options.no_spot):
                 print(line)
             return 0
-        self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED, JobState.LOST])
+        self.plane.set_state(job.id, JobState.RUNNING, expect=resumable)
         note_periodic_resume(self.plane, self.store, job, ref)
         self.plane.record(
             job.id,

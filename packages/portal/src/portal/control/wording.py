@@ -188,6 +188,26 @@ def failed(job: Job, code: int) -> str:
     return f"failed: the script ended with exit code {code}"
 
 
+def _ended(code: int) -> str:
+    if code < 0:
+        try:
+            import signal
+
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"ended with exit code {code}"
+
+
+def died_while_writing(job: Job, code: int, during: str, checkpoint_id: str) -> str:
+    """The job's process died while Portal was writing or loading its state (an OOM kill, say):
+    the job is not the script's failure, and its last complete checkpoint still stands."""
+    return (
+        f"suspended: the job's process {_ended(code)} during {during}; that checkpoint is not "
+        f"kept, the last complete one ({checkpoint_id}) is; resume with `{resume_hint(job)}`"
+    )
+
+
 # --- the checkpoint check -------------------------------------------------------------------------
 
 

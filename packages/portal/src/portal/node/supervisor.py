@@ -49,7 +49,7 @@ from portal.node.journal import Journal
 from portal.node.measure import child_pids
 from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
-from portal.node.stream import CheckpointStream
+from portal.node.stream import CheckpointStream, partial_files
 from portal.node.watch import NoticeWatcher, open_sources
 from portal.sim.outgrow import SpotWatch
 
@@ -132,6 +132,7 @@ class Node:
         self._problems_seen: set[str] = set()
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
+        self._pause_over = False  # the runtime abandoned or failed the notice's pause
         self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
@@ -339,6 +340,7 @@ class Node:
         if self._notice is not None and notice.deadline >= self._notice.deadline:
             return  # already pausing for an earlier deadline
         self._notice = notice
+        self._pause_over = False
         self._periodic.discard()  # the notice's checkpoint goes first, with the whole uplink
         self._probe.asked_at = None  # the pause wins; a check is asked again if it is withdrawn
         deadline = pause_deadline(notice, now)
@@ -608,12 +610,14 @@ class Node:
                     self._problems_seen.add(key)
                     self.report("deferred", wording.deferred(problem), problem=to_builtins(problem))
         elif isinstance(event, Abandoned):
+            self._pause_over = True
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-abandoned", wording.abandoned(event.reason), reason=event.reason)
             if self._spot is not None:
                 self._spot.move_failed(f"the pause was abandoned ({event.reason})")
         elif isinstance(event, Failed):
+            self._pause_over = True
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-failed", wording.pause_failed(event.error))
@@ -628,10 +632,24 @@ class Node:
                 seconds_to_safe_point=event.seconds_to_safe_point,
             )
 
+    def _writing(self) -> str | None:
+        """What Portal was writing or loading in the job's process, if anything: a death then
+        is not the script's failure (see :meth:`_finish`)."""
+        if self._notice is not None and not self._pause_over:
+            return "its pause (the checkpoint being written)"
+        if self._periodic.asked is not None:
+            return "a periodic checkpoint"
+        if self._resume_image is not None:
+            return "its restore from the checkpoint"
+        return None
+
     def _finish(self, code: int) -> int:
         now = self.clock.now()
+        during = self._writing() if code not in (0, EXIT_PAUSED, EXIT_REFUSED) else None
         self._drop_resume_image()
         self._periodic.discard()  # the attempt is over: its own end decides what is kept
+        for partial in partial_files(self.checkpoint_path):  # a writer killed mid-file
+            partial.unlink(missing_ok=True)
         if self._notice is not None and self._notice.source == "local":
             # The machine this notice was for is gone with this attempt: the next attempt must
             # not take it as its own.
@@ -673,10 +691,28 @@ class Node:
                 exit_code=code,
             )
             self._end(AttemptState.FAILED, JobState.FAILED, code, now)
+        elif during is not None and (last := self._last_complete()) is not None:
+            self.checkpoint_path.unlink(missing_ok=True)
+            self.report(
+                "suspended",
+                wording.died_while_writing(self.job, code, during, last.checkpoint_id),
+                checkpoint=last.checkpoint_id,
+                bytes=last.size_bytes,
+                attempt=self.attempt,
+                exit_code=code,
+                died_during=during,
+            )
+            self._end(AttemptState.FAILED, JobState.SUSPENDED, code, now)
         else:
             self.report("failed", wording.failed(self.job, code), exit_code=code)
             self._end(AttemptState.FAILED, JobState.FAILED, code, now)
         return code
+
+    def _last_complete(self) -> Any:
+        try:
+            return self.store.latest_complete(self.job.id)
+        except Exception:  # the store unreachable: the job is failed, as before
+            return None
 
     def _runtime_refusal(self, code: int) -> tuple[str, str] | None:
         """``(error code, message)`` when the runtime refused to run or resume the script (its
