@@ -11,10 +11,13 @@ ID`` chooses any complete checkpoint knowingly.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portal.core.domain import CheckpointRef, CheckpointState, Job
 from portal.core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # the store's modules load only when a command needs them
+    from portal.storage import CheckpointStore
 
 __all__ = ["recorded_checkpoint", "resume_point"]
 
@@ -31,7 +34,9 @@ def recorded_checkpoint(plane: Any, job_id: str) -> str | None:
     return last
 
 
-def resume_point(plane: Any, store: Any, job: Job, chosen: str | None, ref: str) -> CheckpointRef:
+def resume_point(
+    plane: Any, store: CheckpointStore, job: Job, chosen: str | None, ref: str
+) -> CheckpointRef:
     """The checkpoint to resume ``job`` from (``ref``: how the user named the job)."""
     complete = {
         r.checkpoint_id: r for r in store.list(job.id) if r.state is CheckpointState.COMPLETE
