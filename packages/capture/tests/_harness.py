@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 CORPUS = Path(__file__).parent / "corpus"
 EXIT_PAUSED = 75
@@ -203,33 +203,65 @@ def run_to_end(
     return codes, out, err
 
 
-def pause_at_line(script: Path, *args: str, line: bytes, cwd: Path) -> tuple[bytes, str]:
-    """Run ``script`` under the runtime; once it prints a line starting with ``line``, pause it
-    as the node does. Returns its output and the checkpoint."""
+class Paused(NamedTuple):
+    events: list[dict[str, Any]]
+    #: The paused run's whole stdout, and its stderr.
+    out: bytes
+    err: bytes
+    returncode: int | None
+    checkpoint: str
+
+
+def pause_when(
+    script: Path,
+    *args: str,
+    ready: Callable[[bytes], bool],
+    settle: float = 0.0,
+    cwd: Path,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> Paused:
+    """Run ``script`` under the runtime with a control socket; once its output so far makes
+    ``ready`` true (and ``settle`` seconds more), ask for a pause as the node does; return the
+    events up to its outcome and the run's output."""
     work = short_dir()
     ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
     cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
     assert proc.stdout is not None
     try:
-        control = connect(proc, sock, timeout=120)
+        control = connect(proc, sock, timeout=timeout)
         assert control is not None
-        out = b""
-        while not out.splitlines() or not out.splitlines()[-1].startswith(line):
-            got = proc.stdout.readline()
-            assert got, out
-            out += got
+        first = b""
+        while not ready(first):
+            line = proc.stdout.readline()
+            assert line, first
+            first += line
+        time.sleep(settle)
         control.pause(within=120)
-        events = control.events_until({"paused", "abandoned", "failed"}, timeout=300)
+        events = control.events_until({"paused", "abandoned", "failed"}, timeout=timeout)
         control.close()
-        rest, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert events[-1]["event"] == "paused", (events, err.decode()[-3000:])
-    assert proc.returncode == EXIT_PAUSED, err.decode()[-3000:]
-    return out + rest, ckpt
+    return Paused(events, first + out, err, proc.returncode, ckpt)
+
+
+def pause_at_line(script: Path, *args: str, line: bytes, cwd: Path) -> tuple[bytes, str]:
+    """Run ``script`` under the runtime; once it prints a line starting with ``line``, pause it
+    as the node does. Returns its output and the checkpoint."""
+    paused = pause_when(
+        script,
+        *args,
+        ready=lambda out: bool(out) and out.splitlines()[-1].startswith(line),
+        cwd=cwd,
+        timeout=300,
+    )
+    assert paused.events[-1]["event"] == "paused", (paused.events, paused.err.decode()[-3000:])
+    assert paused.returncode == EXIT_PAUSED, paused.err.decode()[-3000:]
+    return paused.out, paused.checkpoint
 
 
 def resume_noted(

@@ -8,13 +8,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import pytest
-from _harness import EXIT_PAUSED, connect, plain_run, runtime, short_dir
+from _harness import EXIT_PAUSED, Paused, pause_when, plain_run, runtime
 
 BOARDS = """
 import sys
@@ -51,52 +48,7 @@ for board in range(4):
 _PRINT_LINE = next(i for i, line in enumerate(BOARDS.splitlines(), 1) if "first line" in line)
 
 
-class _Paused(NamedTuple):
-    events: list[dict[str, Any]]
-    #: The paused run's whole stdout, and its stderr.
-    out: bytes
-    err: bytes
-    returncode: int | None
-    checkpoint: str
-
-
-def _pause_when(
-    script: Path,
-    *args: str,
-    ready: Callable[[bytes], bool],
-    settle: float = 0.0,
-    cwd: Path,
-    env: dict[str, str] | None = None,
-) -> _Paused:
-    """Run ``script`` under the runtime with a control socket; once its output so far makes
-    ``ready`` true (and ``settle`` seconds more), ask for a pause as the node does; return the
-    events up to its outcome and the run's output."""
-    work = short_dir()
-    ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
-    cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
-    assert proc.stdout is not None
-    try:
-        control = connect(proc, sock)
-        assert control is not None
-        first = b""
-        while not ready(first):
-            line = proc.stdout.readline()
-            assert line, first
-            first += line
-        time.sleep(settle)
-        control.pause(within=120)
-        events = control.events_until({"paused", "abandoned", "failed"}, timeout=120)
-        control.close()
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return _Paused(events, first + out, err, proc.returncode, ckpt)
-
-
-def _resume(paused: _Paused, cwd: Path, env: dict[str, str] | None = None) -> bytes:
+def _resume(paused: Paused, cwd: Path, env: dict[str, str] | None = None) -> bytes:
     resumed = subprocess.run(
         runtime("resume", paused.checkpoint),
         capture_output=True,
@@ -119,7 +71,7 @@ def test_a_pause_inside_a_long_call_is_taken_at_the_next_module_line(
     assert plain.returncode == 0, plain.stderr.decode()
     board_s = max(float(t) for t in re.findall(rb"took ([0-9.]+)", plain.stderr))
 
-    run = _pause_when(
+    run = pause_when(
         script,
         mode,
         ready=lambda out: out.endswith(b"board 1 starts\n"),  # board 1 runs inside its call
@@ -171,7 +123,7 @@ def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
     plain = plain_run(script, files)
     assert plain.returncode == 0, plain.stderr.decode()
 
-    run = _pause_when(
+    run = pause_when(
         script,
         files,
         ready=lambda out: out.endswith(b"\n") and out.splitlines()[-1].startswith(b"file 3:"),
@@ -210,7 +162,7 @@ def test_a_notice_during_a_library_s_import_is_told_at_once_and_taken_after_it(
         "print('imported', slowlib.VALUE, flush=True)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(lib)}
-    run = _pause_when(script, ready=lambda out: out == b"importing\n", settle=0.3, cwd=job, env=env)
+    run = pause_when(script, ready=lambda out: out == b"importing\n", settle=0.3, cwd=job, env=env)
     kinds = [e["event"] for e in run.events]
     assert kinds == ["pending", "deferred", "paused"], (run.events, run.err.decode())
     (problem,) = run.events[1]["problems"]

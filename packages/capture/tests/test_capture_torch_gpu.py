@@ -9,7 +9,6 @@ accelerator (see ``benchmarks/gpu_check.sh``)."""
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import subprocess
 import sys
@@ -27,16 +26,11 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
 ]
 
+from test_capture_torch import roundtrip  # noqa: E402  (through a checkpoint file)
+
 from portal.capture._plugins import load_reducers  # noqa: E402
 from portal.capture.extensions import tensors, torch_state  # noqa: E402
 from portal.capture.extensions.tensors import CPU_NOTE  # noqa: E402
-from portal.capture.image import (  # noqa: E402
-    CheckpointImage,
-    Header,
-    InterpreterInfo,
-    read_image,
-    write_image,
-)
 from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "torch_scripts"
@@ -48,18 +42,6 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     64 KiB, so that small test tensors go through the pipelines large ones use."""
     monkeypatch.setattr(tensors, "STAGING_CHUNK", 1 << 18)
     monkeypatch.setattr(tensors, "DIRECT_UPLOAD", 1 << 16)
-
-
-def roundtrip(obj: Any, tmp_path: Path) -> Any:
-    """Through a checkpoint file, as a pause and a resume do."""
-    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
-    header = Header(
-        interpreter=InterpreterInfo.current(), script="s.py", argv=[], cwd="/", created=0
-    )
-    path = tmp_path / "ck.portal"
-    write_image(CheckpointImage(header=header, pickle=data, buffers=buffers), path)
-    image = read_image(path)
-    return pickle.loads(image.pickle, buffers=image.buffers)
 
 
 def _train(model: Any, opt: Any, steps: int, seed: int) -> None:

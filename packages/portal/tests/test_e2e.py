@@ -147,6 +147,20 @@ def _checkpoint_store(portal: PortalCli) -> Any:
     return CheckpointStore((portal.home / "store").as_uri(), resolve_key_store(str(portal.home)))
 
 
+def _second_notice_on_big_state(portal: PortalCli, name: str, size: str) -> tuple[str, str]:
+    """``big.py SIZE`` suspended once (its first checkpoint, small), resumed, and given a second
+    notice once its big state exists: the job, and its first checkpoint."""
+    job = portal("run", "--detach", "--name", name, "big.py", size).stdout.strip()
+    portal.wait_for_output(job, "step 3\n")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
+    portal("notice", job)
+    return job, first
+
+
 @pytest.mark.one_python
 def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
     portal: PortalCli,
@@ -155,14 +169,7 @@ def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
     the job is not lost: it keeps the first checkpoint, and the cut-short one is reported not
     resumable and kept."""
     size = str(120_000_000)
-    job = portal("run", "--detach", "--name", "k9", "big.py", size).stdout.strip()
-    portal.wait_for_output(job, "step 3\n")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
-    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
-    portal("resume", "--detach", job)
-    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
-    portal("notice", job)
+    job, first = _second_notice_on_big_state(portal, "k9", size)
     store = _checkpoint_store(portal)
     deadline = time.monotonic() + 60
     partial = None
@@ -203,14 +210,7 @@ def test_kill_9_of_the_job_process_mid_write_leaves_the_job_suspended(
     checkpoint: the job is suspended from the first, not failed; the partial file is removed; the
     event names the signal; the resume ends as an uninterrupted run."""
     size = str(250_000_000)  # randbytes takes at most 2**31 bits
-    job = portal("run", "--detach", "--name", "oom", "big.py", size).stdout.strip()
-    portal.wait_for_output(job, "step 3\n")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
-    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
-    portal("resume", "--detach", job)
-    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
-    portal("notice", job)
+    job, first = _second_notice_on_big_state(portal, "oom", size)
     attempt = portal.home / "jobs" / job / "attempts" / "2"
     deadline = time.monotonic() + 60
     partial: Any = None

@@ -63,15 +63,25 @@ def test_default_url_comes_from_settings(tmp_path: Path) -> None:
     assert vol.url == (tmp_path / "home" / "store").as_uri()
 
 
-def _hostile_manifest(store: Path, files: dict[str, dict[str, object]]) -> None:
-    """A bucket writer's manifest for volume ``v``: its own entries, pointing at a real blob."""
+def _hostile_manifest(tmp_path: Path, content: bytes, files: dict[str, dict[str, object]]) -> str:
+    """Volume ``v`` committed once with ``content``, then its manifest rewritten by a bucket
+    writer: ``files``, each entry given the real blob's size and hash. Returns the store URL."""
     import json
 
-    path = store / "volumes" / "v" / "manifest"
+    url = str(tmp_path / "store")
+    vol = Volume.from_name("v", create_if_missing=True, url=url)
+    (vol.mount(tmp_path / "a") / "ok").write_bytes(content)
+    vol.commit()
+    blob = next((tmp_path / "store" / "volumes" / "v" / "blobs").iterdir())
+    path = tmp_path / "store" / "volumes" / "v" / "manifest"
     manifest = json.loads(path.read_bytes())
     manifest["version"] += 1
-    manifest["files"] = files
+    manifest["files"] = {
+        rel: {"size": blob.stat().st_size, "sha256": blob.name, **extra}
+        for rel, extra in files.items()
+    }
     path.write_text(json.dumps(manifest))
+    return url
 
 
 @pytest.mark.parametrize(
@@ -79,13 +89,8 @@ def _hostile_manifest(store: Path, files: dict[str, dict[str, object]]) -> None:
     ["../../outside.sh", "/tmp/portal-volume-absolute", "a/../../outside.sh", "./x", "a//b", ""],
 )
 def test_a_manifest_cannot_write_outside_the_mount(tmp_path: Path, rel: str) -> None:
-    url = str(tmp_path / "store")
-    vol = Volume.from_name("v", create_if_missing=True, url=url)
-    (vol.mount(tmp_path / "a") / "ok").write_bytes(b"#!/bin/sh\necho owned\n")
-    vol.commit()
-    blob = next((tmp_path / "store" / "volumes" / "v" / "blobs").iterdir())
-    entry = {"size": blob.stat().st_size, "sha256": blob.name, "mode": 0o4777}
-    _hostile_manifest(tmp_path / "store", {"fine": entry, rel: entry})
+    setuid = {"mode": 0o4777}
+    url = _hostile_manifest(tmp_path, b"#!/bin/sh\necho owned\n", {"fine": setuid, rel: setuid})
     mount = tmp_path / "deep" / "er" / "m"
     victim = Volume.from_name("v", url=url)
     with pytest.raises(VolumeCorruptError, match="outside the mount") as refused:
@@ -98,30 +103,19 @@ def test_a_manifest_cannot_write_outside_the_mount(tmp_path: Path, rel: str) -> 
 
 
 def test_a_manifest_cannot_write_through_a_link_in_the_mount(tmp_path: Path) -> None:
-    url = str(tmp_path / "store")
-    vol = Volume.from_name("v", create_if_missing=True, url=url)
-    (vol.mount(tmp_path / "a") / "ok").write_bytes(b"data")
-    vol.commit()
-    blob = next((tmp_path / "store" / "volumes" / "v" / "blobs").iterdir())
-    entry = {"size": blob.stat().st_size, "sha256": blob.name}
+    url = _hostile_manifest(tmp_path, b"data", {"link/evil": {}})
     mount, outside = tmp_path / "m", tmp_path / "outside"
     outside.mkdir()
     mount.mkdir()
     (mount / "link").symlink_to(outside)
-    _hostile_manifest(tmp_path / "store", {"link/evil": entry})
     with pytest.raises(VolumeCorruptError, match="symbolic link"):
         Volume.from_name("v", url=url).mount(mount)
     assert list(outside.iterdir()) == []
 
 
 def test_modes_keep_their_permission_bits_only(tmp_path: Path) -> None:
-    url = str(tmp_path / "store")
-    vol = Volume.from_name("v", create_if_missing=True, url=url)
-    (vol.mount(tmp_path / "a") / "tool").write_bytes(b"#!/bin/sh\n")
-    vol.commit()
-    blob = next((tmp_path / "store" / "volumes" / "v" / "blobs").iterdir())
-    entry = {"size": blob.stat().st_size, "sha256": blob.name, "mode": 0o6755}
-    _hostile_manifest(tmp_path / "store", {"tool": entry, "sub/tool": entry})
+    setid = {"mode": 0o6755}
+    url = _hostile_manifest(tmp_path, b"#!/bin/sh\n", {"tool": setid, "sub/tool": setid})
     root = Volume.from_name("v", url=url).mount(tmp_path / "m")
     for path in (root / "tool", root / "sub" / "tool"):
         assert path.stat().st_mode & 0o7777 == 0o755

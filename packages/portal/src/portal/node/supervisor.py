@@ -22,7 +22,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from msgspec import to_builtins
 
 from portal.control import wording
@@ -512,7 +511,6 @@ class Node:
                 asked or "none",
             )
             return
-        event = msgspec.structs.replace(event, checkpoint=str(asked))
         if self._notice is not None:  # a notice came meanwhile: its checkpoint goes first
             asked.unlink(missing_ok=True)
             return

@@ -293,7 +293,7 @@ def _registered_backend(scheme: str, url: str, plugins: Plugins) -> StorageBacke
     registered = [
         spec
         for spec in plugins.storage_backends().values()
-        if scheme in (s.lower() for s in spec.schemes) and spec.name != "fsspec"
+        if scheme in (s.lower() for s in spec.schemes)
     ]
     if registered:
         return registered[0]
