@@ -3,8 +3,10 @@ carried defer it until the program is back on a safe chain. Real processes throu
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +253,34 @@ def test_probe_names_each_lock_once_whatever_reaches_it(scripts: Path) -> None:
     held = "TypeError: cannot pickle '_thread.lock' object: it is a lock held at the pause"
     assert problems[1][2].startswith(held) and problems[2][2].startswith(held)
     assert problems[0][2].startswith(held.replace("_thread.lock", "_thread.RLock"))
+
+
+def test_wake_signals_landing_in_the_runtimes_own_code_are_no_obstacle(scripts: Path) -> None:
+    """The runtime's wake signal may land while the main thread runs the runtime's own line
+    callback (a pending pause listens to every line): that frame is Portal's, not the script's,
+    and must never be reported as library code the pause waits on."""
+    work = short_dir()
+    sock, ckpt = f"{work}/c.sock", f"{work}/ck.portal"
+    proc = subprocess.Popen(
+        runtime(
+            "run", "--checkpoint", ckpt, "--control", sock, str(scripts / "holds_busy.py"), "3"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=scripts,
+    )
+    control = connect(proc, sock)
+    assert control is not None and proc.stdout is not None
+    assert proc.stdout.readline() == b"holding\n"
+    control.pause(within=2.0)
+    control.events_until({"deferred"})
+    for i in range(400):  # the wake and the control channel's signals, while each line calls back
+        proc.send_signal(signal.SIGUSR1 if i % 2 else signal.SIGIO)
+        time.sleep(0.002)
+    events = control.events_until({"abandoned", "paused"})
+    control.close()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert out == b"end\n"
+    named = {p["name"] for e in events for p in e.get("problems", [])}
+    assert named == {"fh"}, events

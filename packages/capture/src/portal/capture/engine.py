@@ -70,6 +70,12 @@ WAKE_SIGNAL: Final = signal.SIGUSR1
 _BACKOFF_FIRST: Final = 0.01
 _BACKOFF_MAX: Final = 0.5
 _HISTORY_MAX: Final = 50
+#: Where Portal's own code in a job's process lives: the engine, the runtime and its control
+#: channel (see :func:`outside_portal`).
+_PORTAL_DIRS: Final = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ("capture", "runtime")
+)
 #: The checkpoint check's walk stops after this long; a larger state is reported as partial.
 PROBE_BUDGET_S: Final = 5.0
 
@@ -346,13 +352,13 @@ class Engine:
             self._events.disable()
 
     def _on_wake(self, signum: int, frame: FrameType | None) -> None:
-        self._sync(frame)
+        self._sync(outside_portal(frame, self.context))
         self.note_obstacle(frame)
         self.stop_probe_if_due(frame)
 
     def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
         self.request_pause(self._clock() + self._sigterm_grace, "sigterm")
-        self._sync(frame)
+        self._sync(outside_portal(frame, self.context))
         self.note_obstacle(frame)
         self.stop_probe_if_due(frame)
 
@@ -366,6 +372,9 @@ class Engine:
         if frame is None or self._in_callback or self._request is None:
             return
         if threading.get_ident() != self._main:
+            return
+        frame = outside_portal(frame, self.context)
+        if frame is None:
             return
         if not self._events.enabled or self._events.narrowed:
             return
@@ -704,6 +713,24 @@ class Engine:
             self._before_exit()
         finally:
             os._exit(EXIT_PAUSED)
+
+
+def outside_portal(frame: FrameType | None, ctx: CaptureContext) -> FrameType | None:
+    """The program's innermost frame at or outside ``frame``: the caller of the outermost
+    frame of Portal's own code above the script's entry frame, else ``frame``.
+
+    A signal may land while the main thread runs Portal's work between two of the program's
+    bytecodes: the engine's line callback (a pending pause listens to every line), a library
+    function it called (``os.path.realpath``), or another signal's handler (the control
+    channel reading a pause on SIGIO). That frame is no obstacle of the program's, and line
+    events belong on the program's frames, so the handlers look past it."""
+    program = frame
+    f = frame
+    while f is not None and not ctx.is_entry(f):
+        if f.f_code.co_filename.startswith(_PORTAL_DIRS):
+            program = f.f_back
+        f = f.f_back
+    return program if f is not None else frame
 
 
 def _ready(ready: Callable[[], bool] | None) -> bool:
