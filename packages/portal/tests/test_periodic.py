@@ -228,9 +228,9 @@ def test_a_checkpoint_the_node_did_not_ask_for_is_never_uploaded_or_deleted(
     resumed, as this job): the node uploads and deletes only the path it asked the runtime for."""
     from types import SimpleNamespace
 
-    from portal.core.wire import Checkpointed
     from portal.node.periodic import PeriodicCheckpoints
     from portal.node.supervisor import Node
+    from portal.runtime.protocol import Checkpointed
 
     periodic = PeriodicCheckpoints(60.0, tmp_path)
     asked = tmp_path / "periodic-1.portal"

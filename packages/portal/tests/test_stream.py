@@ -125,3 +125,41 @@ def test_cancelled_before_the_runtime_wrote_anything(store: Any, tmp_path: Path)
     with pytest.raises(StreamBroken, match="cancelled"):
         stream.result(timeout_s=10)
     assert store.list(JOB) == []
+
+
+def _newer_format(data: bytes) -> bytes:
+    return data.replace(b'"format_version":1', b'"format_version":9', 1)
+
+
+def _damaged_header(data: bytes) -> bytes:
+    return data.replace(b'"script":', b'"script"!', 1)
+
+
+@pytest.mark.parametrize(
+    ("alter", "reason"),
+    [
+        (lambda data: b"#!/bin/sh\n" + data[10:], "does not start with Portal's checkpoint marker"),
+        (_newer_format, "has format version 9, written by a newer portal-capture"),
+        (_damaged_header, "its header cannot be decoded"),
+        (lambda data: data[:-1] + bytes([data[-1] ^ 1]), "its checksum does not match"),
+    ],
+    ids=["not-an-image", "newer-format", "damaged-header", "checksum"],
+)
+def test_the_stream_and_read_image_refuse_an_image_for_the_same_reason(
+    store: Any, tmp_path: Path, alter: Any, reason: str
+) -> None:
+    """One parser for the image: what the stream refuses, a resume refuses, in the same words."""
+    from portal.capture.errors import CheckpointCorruptError, CheckpointFormatTooNewError
+    from portal.capture.image import read_image
+
+    target = tmp_path / "checkpoint.portal"
+    data = image_bytes()
+    assert b'"format_version":1' in data and b'"script":' in data
+    target.write_bytes(alter(data))
+    with pytest.raises((CheckpointCorruptError, CheckpointFormatTooNewError), match=reason):
+        read_image(target)
+    stream = CheckpointStream(store, JOB, target, deadline=None, summary={}).start()
+    stream.producer_exited()
+    with pytest.raises(StreamBroken, match=reason):
+        stream.result(timeout_s=60)
+    assert store.latest_complete(JOB) is None

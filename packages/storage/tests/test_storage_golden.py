@@ -82,7 +82,7 @@ def test_a_reader_of_format_1_is_told_to_upgrade(
 ) -> None:
     """A new manifest says its format, so a Portal that reads only format 1 refuses it with
     "upgrade" instead of misreading its packed chunks as corrupt ones."""
-    import portal.core.wire as wire
+    import portal.storage.manifest as manifest_module
     from portal.core.errors import PortalError
 
     store = CheckpointStore(str(tmp_path / "store"), MemoryKeyStore())
@@ -90,7 +90,7 @@ def test_a_reader_of_format_1_is_told_to_upgrade(
     with store.open_writer("j") as writer:
         writer.write(b"state")
         ckpt = writer.commit().checkpoint_id
-    assert store.manifest("j", ckpt).format == wire.MANIFEST_FORMAT == 2
-    monkeypatch.setattr(wire, "MANIFEST_FORMAT", 1)
+    assert store.manifest("j", ckpt).format == manifest_module.MANIFEST_FORMAT == 2
+    monkeypatch.setattr(manifest_module, "MANIFEST_FORMAT", 1)
     with pytest.raises(PortalError, match=r"newer than this Portal reads \(1\): upgrade Portal"):
         store.manifest("j", ckpt)

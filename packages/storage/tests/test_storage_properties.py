@@ -8,7 +8,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from portal.core.wire import ChunkEntry, Manifest
 from portal.storage import CheckpointCorruptError, CheckpointStore, MemoryKeyStore
 from portal.storage.chunking import FixedChunker
 from portal.storage.crypto import JobKeys
@@ -19,6 +18,7 @@ from portal.storage.format import (
     seal_chunk,
     seal_manifest,
 )
+from portal.storage.manifest import ChunkEntry, Manifest
 
 KEYS = JobKeys("prop-job", bytes(range(32)))
 _jobs = itertools.count()

@@ -7,7 +7,6 @@ import random
 import pytest
 
 from portal.core.domain import CheckpointState
-from portal.core.wire import ChunkEntry
 from portal.storage import (
     CheckpointCorruptError,
     CheckpointStore,
@@ -15,6 +14,7 @@ from portal.storage import (
     WrongKeyError,
 )
 from portal.storage.layout import checkpoint_prefix
+from portal.storage.manifest import ChunkEntry
 
 JOB = "job-t"
 

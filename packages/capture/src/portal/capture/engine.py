@@ -40,7 +40,8 @@ from portal.capture.snapshot import (
     outermost_obstacle,
     take_snapshot,
 )
-from portal.core.wire import (
+from portal.runtime.protocol import (
+    EXIT_PAUSED,
     Abandoned,
     Checkpointed,
     Deferred,
@@ -64,8 +65,6 @@ __all__ = [
     "ProbeReport",
 ]
 
-#: The exit status of a paused program (EX_TEMPFAIL: "try again later", i.e. resume).
-EXIT_PAUSED: Final = 75
 WAKE_SIGNAL: Final = signal.SIGUSR1
 _BACKOFF_FIRST: Final = 0.01
 _BACKOFF_MAX: Final = 0.5

@@ -41,17 +41,22 @@ from portal.capture.errors import (
     UnsupportedInterpreterError,
 )
 from portal.capture.staged import Buffer, StagedBuffer
-from portal.core.wire import ProblemRecord
+from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
     "FORMAT_VERSION",
+    "PREFIX_BYTES",
+    "TRAILER_BYTES",
     "CheckpointImage",
     "Header",
+    "ImageLayout",
     "InterpreterInfo",
     "ModuleRef",
     "ProblemRecord",
     "check_interpreter",
     "check_resumable_here",
+    "check_trailer",
+    "header_length",
     "iter_image_chunks",
     "read_image",
     "release_pages",
@@ -346,51 +351,104 @@ def _read_exact(fh: object, n: int, path: str, what: str) -> bytearray:
     return buf
 
 
-def _read_from(fh: _Source, path: str) -> CheckpointImage:
-    prefix = bytes(fh.read(len(MAGIC) + 4))
-    if len(prefix) < len(MAGIC) + 4 or prefix[: len(MAGIC)] != MAGIC:
+#: The image's first bytes: the start marker and the header's length.
+PREFIX_BYTES = len(MAGIC) + _U32.size
+#: The image's last bytes: the end marker and the CRC-32 of everything before it.
+TRAILER_BYTES = len(END_MAGIC) + _U32.size
+
+
+def header_length(prefix: bytes, path: str) -> int:
+    """The header's length, from an image's first :data:`PREFIX_BYTES` bytes.
+
+    This and :meth:`ImageLayout.parse` and :func:`check_trailer` are the image's one parser,
+    without I/O: :func:`read_image` feeds them a file, the node's checkpoint stream the bytes
+    of a file still being written. Raises :class:`CheckpointCorruptError` naming ``path``."""
+    if len(prefix) < PREFIX_BYTES or prefix[: len(MAGIC)] != MAGIC:
         raise _corrupt(path, "it does not start with Portal's checkpoint marker")
-    (header_len,) = _U32.unpack(prefix[len(MAGIC) :])
-    if header_len > _MAX_HEADER:
-        raise _corrupt(path, f"its header length ({header_len} bytes) is implausible")
-    raw_header = bytes(fh.exact(header_len, path, "header"))
-    crc = zlib.crc32(raw_header, zlib.crc32(prefix))
-    try:
-        version = _decode_version(raw_header).format_version
-    except msgspec.DecodeError as exc:
-        raise _corrupt(path, f"its header cannot be decoded ({exc})") from exc
-    if version > FORMAT_VERSION:
-        raise CheckpointFormatTooNewError(
-            f"checkpoint {path!r} has format version {version}, written by a newer portal-capture;"
-            f" this one reads up to version {FORMAT_VERSION}. Upgrade portal-capture on this "
-            "machine to resume it",
-            details={"format_version": version, "supported": FORMAT_VERSION},
+    (length,) = _U32.unpack(prefix[len(MAGIC) : PREFIX_BYTES])
+    if length > _MAX_HEADER:
+        raise _corrupt(path, f"its header length ({length} bytes) is implausible")
+    return int(length)
+
+
+@attrs.frozen(kw_only=True)
+class ImageLayout:
+    """What an image's prefix and header say about the rest of it: the sections that follow
+    and their lengths, hence its size, known before a byte of the state is read."""
+
+    prefix: bytes
+    raw_header: bytes
+    header: Header
+
+    @classmethod
+    def parse(cls, prefix: bytes, raw_header: bytes, path: str) -> ImageLayout:
+        """Decode the header; refuse a newer format by name, and a damaged header."""
+        try:
+            version = _decode_version(raw_header).format_version
+        except msgspec.DecodeError as exc:
+            raise _corrupt(path, f"its header cannot be decoded ({exc})") from exc
+        if version > FORMAT_VERSION:
+            raise CheckpointFormatTooNewError(
+                f"checkpoint {path!r} has format version {version}, written by a newer "
+                f"portal-capture; this one reads up to version {FORMAT_VERSION}. Upgrade "
+                "portal-capture on this machine to resume it",
+                details={"format_version": version, "supported": FORMAT_VERSION},
+            )
+        try:
+            header = _decode_header(raw_header)
+        except msgspec.DecodeError as exc:
+            raise _corrupt(path, f"its header is invalid ({exc})") from exc
+        return cls(prefix=bytes(prefix), raw_header=bytes(raw_header), header=header)
+
+    @property
+    def sections(self) -> list[tuple[str, int]]:
+        """What follows the header, in order: the state's pickle, then each buffer."""
+        return [("state", self.header.pickle_length)] + [
+            (f"buffer {i}", length) for i, length in enumerate(self.header.buffer_lengths)
+        ]
+
+    @property
+    def head_crc(self) -> int:
+        """The running CRC-32 after the prefix and the header."""
+        return zlib.crc32(self.raw_header, zlib.crc32(self.prefix))
+
+    @property
+    def total(self) -> int:
+        """The whole image's size in bytes."""
+        return (
+            len(self.prefix)
+            + len(self.raw_header)
+            + sum(length for _, length in self.sections)
+            + TRAILER_BYTES
         )
-    try:
-        header = _decode_header(raw_header)
-    except msgspec.DecodeError as exc:
-        raise _corrupt(path, f"its header is invalid ({exc})") from exc
-    payload = fh.exact(header.pickle_length, path, "state")
-    buffers = [
-        memoryview(fh.exact(length, path, f"buffer {i}"))
-        for i, length in enumerate(header.buffer_lengths)
-    ]
-    if sum(header.buffer_lengths) >= PARALLEL_CRC_BYTES:  # GPU-sized state: on every core
-        parallel = ParallelCrc(crc, after=release_pages)
-        for view in (memoryview(payload), *buffers):
-            parallel.feed(view)
-        crc = parallel.result()
-    else:
-        for view in (memoryview(payload), *buffers):
-            crc = zlib.crc32(view, crc)
-    trailer = bytes(fh.read(len(END_MAGIC) + 4))
-    if len(trailer) != len(END_MAGIC) + 4 or trailer[: len(END_MAGIC)] != END_MAGIC:
+
+
+def check_trailer(trailer: bytes, crc: int, path: str) -> None:
+    """Check the end marker, and that ``crc`` (of every byte before it) is the one recorded."""
+    if len(trailer) != TRAILER_BYTES or trailer[: len(END_MAGIC)] != END_MAGIC:
         raise _corrupt(path, "its end marker is missing (truncated or appended to)")
     if _U32.unpack(trailer[len(END_MAGIC) :])[0] != crc:
         raise _corrupt(path, "its checksum does not match its contents (altered or damaged)")
+
+
+def _read_from(fh: _Source, path: str) -> CheckpointImage:
+    prefix = bytes(fh.read(PREFIX_BYTES))
+    raw_header = bytes(fh.exact(header_length(prefix, path), path, "header"))
+    layout = ImageLayout.parse(prefix, raw_header, path)
+    crc = layout.head_crc
+    payload, *buffers = [memoryview(fh.exact(n, path, what)) for what, n in layout.sections]
+    if sum(layout.header.buffer_lengths) >= PARALLEL_CRC_BYTES:  # GPU-sized state: every core
+        parallel = ParallelCrc(crc, after=release_pages)
+        for view in (payload, *buffers):
+            parallel.feed(view)
+        crc = parallel.result()
+    else:
+        for view in (payload, *buffers):
+            crc = zlib.crc32(view, crc)
+    check_trailer(bytes(fh.read(TRAILER_BYTES)), crc, path)
     if len(fh.read(1)):
         raise _corrupt(path, "it has bytes after its end marker")
-    return CheckpointImage(header=header, pickle=bytes(payload), buffers=buffers)
+    return CheckpointImage(header=layout.header, pickle=bytes(payload), buffers=buffers)
 
 
 def check_interpreter(info: InterpreterInfo | None = None) -> None:

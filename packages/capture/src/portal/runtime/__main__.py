@@ -23,10 +23,10 @@ import argparse
 import os
 import sys
 
-from portal.capture.engine import EXIT_PAUSED
 from portal.core.errors import PortalError
 from portal.runtime.control import CONTROL_ENV
-from portal.runtime.launcher import EXIT_REFUSED, resume_script, run_script
+from portal.runtime.launcher import resume_script, run_script
+from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED
 
 CHECKPOINT_ENV = "PORTAL_RUNTIME_CHECKPOINT"
 

@@ -47,7 +47,7 @@ from typing import Any, Protocol
 import msgspec
 
 from portal.capture.notes import restore_notes
-from portal.core.wire import (
+from portal.runtime.protocol import (
     Cancel,
     Checkpoint,
     Hello,

@@ -33,10 +33,8 @@ from portal.runtime import _early
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
 
-__all__ = ["EXIT_REFUSED", "GRACE_ENV", "PROBE_BUDGET_ENV", "resume_script", "run_script"]
+__all__ = ["GRACE_ENV", "PROBE_BUDGET_ENV", "resume_script", "run_script"]
 
-#: Exit status when Portal refuses to run or resume (the message names the error's code).
-EXIT_REFUSED: Final = 65
 GRACE_ENV: Final = "PORTAL_RUNTIME_SIGTERM_GRACE_S"
 #: The checkpoint check's time budget in seconds (default 5; tests make it small).
 PROBE_BUDGET_ENV: Final = "PORTAL_CAPTURE_PROBE_BUDGET_S"

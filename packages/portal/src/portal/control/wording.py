@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from portal.core.domain import Job, Notice
-from portal.core.wire import ProblemRecord
+from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
     "abandoned",

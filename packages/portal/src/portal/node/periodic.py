@@ -26,8 +26,8 @@ import attrs
 
 from portal.core.errors import InvalidArgumentError
 from portal.core.settings import Settings, checkpoint_every
-from portal.core.wire import Checkpointed
 from portal.node.stream import CheckpointStream
+from portal.runtime.protocol import Checkpointed
 
 __all__ = [
     "CHECKPOINT_EVERY_FLAG",

@@ -18,7 +18,7 @@ from pathlib import Path
 import msgspec
 
 from portal.core.private import private_folder
-from portal.core.wire import (
+from portal.runtime.protocol import (
     Cancel,
     Checkpoint,
     Pause,

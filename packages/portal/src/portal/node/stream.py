@@ -7,16 +7,16 @@ so the time from pause to stored checkpoint is about the longer of capture and u
 sum. The file is also the local spool: if streaming fails for any reason, the node uploads the
 finished file as before.
 
-The image's own layout (version 1, ``portal.capture.image``) tells the streamer everything it
-needs, cheaply: the header's lengths give the total size (for the progress bar's ETA and the
-deadline projection) and where each out-of-band buffer starts (a ``cut()`` there keeps a tensor's
-chunks aligned from one checkpoint to the next), and the trailing CRC-32 proves the streamed
-bytes are the ones the runtime wrote.
+The image's own layout tells the streamer everything it needs, cheaply, through the image's one
+parser (``portal.capture.image``: :func:`header_length`, :class:`ImageLayout`,
+:func:`check_trailer`, which ``read_image`` uses too): the header's lengths give the total size
+(for the progress bar's ETA and the deadline projection) and where each out-of-band buffer starts
+(a ``cut()`` there keeps a tensor's chunks aligned from one checkpoint to the next), and the
+trailing CRC-32 proves the streamed bytes are the ones the runtime wrote.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 import zlib
@@ -24,30 +24,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import msgspec
-
-from portal.capture.image import END_MAGIC, FORMAT_VERSION, MAGIC
+from portal.capture.errors import CheckpointCorruptError, CheckpointFormatTooNewError
+from portal.capture.image import (
+    PREFIX_BYTES,
+    TRAILER_BYTES,
+    ImageLayout,
+    check_trailer,
+    header_length,
+)
 
 __all__ = ["CheckpointStream", "StreamBroken", "partial_files"]
 
-_U32 = struct.Struct("<I")
 _READ = 4 * 1024 * 1024
 _POLL_S = 0.005
 
 
 class StreamBroken(Exception):
     """The producer stopped before the image was whole, or its bytes do not check out."""
-
-
-class _Lengths(msgspec.Struct, kw_only=True):
-    """The part of the image header the streamer reads (unknown fields are ignored)."""
-
-    format_version: int = 1
-    pickle_length: int = 0
-    buffer_lengths: list[int] = msgspec.field(default_factory=list)
-
-
-_decode_lengths = msgspec.json.Decoder(_Lengths).decode
 
 
 def partial_files(target: Path) -> list[Path]:
@@ -178,24 +171,17 @@ class CheckpointStream:
         return b"".join(self._chunks(source, n))
 
     def _upload(self, source: BinaryIO) -> Any:
-        prefix = self._read(source, len(MAGIC) + 4)
-        if prefix[: len(MAGIC)] != MAGIC:
-            raise StreamBroken(f"{self.target} does not start with Portal's checkpoint marker")
-        (header_len,) = _U32.unpack(prefix[len(MAGIC) :])
-        header = self._read(source, header_len)
-        lengths = _decode_lengths(header)
-        if lengths.format_version > FORMAT_VERSION:
-            raise StreamBroken(f"{self.target} has a newer format ({lengths.format_version})")
-        trailer_len = len(END_MAGIC) + 4
-        total = (
-            len(prefix)
-            + header_len
-            + lengths.pickle_length
-            + sum(lengths.buffer_lengths)
-            + trailer_len
-        )
+        path = str(self.target)
+        try:
+            prefix = self._read(source, PREFIX_BYTES)
+            layout = ImageLayout.parse(
+                prefix, self._read(source, header_length(prefix, path)), path
+            )
+        except (CheckpointCorruptError, CheckpointFormatTooNewError) as exc:
+            raise StreamBroken(str(exc)) from exc
+        total = layout.total
         self.expected_bytes = total
-        crc = zlib.crc32(header, zlib.crc32(prefix))
+        crc = layout.head_crc
         with self.store.open_writer(
             self.job_id,
             expected_bytes=total,
@@ -203,18 +189,18 @@ class CheckpointStream:
             on_progress=self._on_progress,
         ) as writer:
             self._writer = writer
-            writer.write(prefix + header)
-            for piece in self._chunks(source, lengths.pickle_length):
-                crc = zlib.crc32(piece, crc)
-                writer.write(piece)
-            for length in lengths.buffer_lengths:
-                writer.cut()  # a large buffer starts here: keep its chunks aligned
+            writer.write(layout.prefix + layout.raw_header)
+            for index, (_, length) in enumerate(layout.sections):
+                if index:
+                    writer.cut()  # a large buffer starts here: keep its chunks aligned
                 for piece in self._chunks(source, length):
                     crc = zlib.crc32(piece, crc)
                     writer.write(piece)
-            trailer = self._read(source, trailer_len)
-            if trailer[: len(END_MAGIC)] != END_MAGIC or _U32.unpack(trailer[-4:])[0] != crc:
-                raise StreamBroken(f"the streamed bytes of {self.target} do not match its checksum")
+            trailer = self._read(source, TRAILER_BYTES)
+            try:
+                check_trailer(trailer, crc, path)
+            except CheckpointCorruptError as exc:
+                raise StreamBroken(str(exc)) from exc
             writer.write(trailer)
             ref = writer.commit({**self.summary, "bytes": total, "streamed": True})
         self._progress = writer.progress()

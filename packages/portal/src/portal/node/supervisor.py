@@ -32,7 +32,15 @@ from portal.control.plane import ControlPlane
 from portal.core.builtin.local_notices import NOTICE_DIR_ENV, withdraw_notice
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.settings import Settings
-from portal.core.wire import (
+from portal.node.journal import Journal
+from portal.node.measure import child_pids
+from portal.node.periodic import PeriodicCheckpoints
+from portal.node.runtime_link import RuntimeLink, control_socket_path
+from portal.node.stream import CheckpointStream, partial_files
+from portal.node.watch import NoticeWatcher, open_sources
+from portal.runtime.protocol import (
+    EXIT_PAUSED,
+    EXIT_REFUSED,
     Abandoned,
     Checkpointed,
     Deferred,
@@ -44,21 +52,12 @@ from portal.core.wire import (
     ProblemRecord,
     RuntimeEvent,
 )
-from portal.node.journal import Journal
-from portal.node.measure import child_pids
-from portal.node.periodic import PeriodicCheckpoints
-from portal.node.runtime_link import RuntimeLink, control_socket_path
-from portal.node.stream import CheckpointStream, partial_files
-from portal.node.watch import NoticeWatcher, open_sources
 from portal.sim.outgrow import SpotWatch
 
-__all__ = ["EXIT_PAUSED", "Node", "pause_deadline"]
+__all__ = ["Node", "pause_deadline"]
 
 log = logging.getLogger("portal.node")
 
-EXIT_PAUSED = 75
-#: The runtime's exit status when Portal refuses to run or resume (``portal.runtime``).
-EXIT_REFUSED = 65
 _REFUSAL = re.compile(r"^portal: error \[(?P<code>[A-Z][A-Z0-9_]*)\]: (?P<message>.*)$")
 SAVE_RESERVE_S = 60.0  # the spec: the last minute of the notice is kept for saving and uploading
 HEARTBEAT_S = 5.0

@@ -29,7 +29,6 @@ import zlib
 import msgspec
 from cryptography.exceptions import InvalidTag
 
-from portal.core.wire import MANIFEST_FORMAT, ChunkEntry, Manifest, decode_manifest
 from portal.storage.crypto import (
     FINGERPRINT_ALGORITHM,
     NONCE_SIZE,
@@ -40,6 +39,7 @@ from portal.storage.crypto import (
     aead_encrypt_into,
 )
 from portal.storage.errors import CheckpointCorruptError, StorageError, WrongKeyError
+from portal.storage.manifest import MANIFEST_FORMAT, ChunkEntry, Manifest, decode_manifest
 
 __all__ = [
     "CHUNK_OVERHEAD",

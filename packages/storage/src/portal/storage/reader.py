@@ -22,10 +22,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING
 
 from portal.core.domain import CheckpointRef, CheckpointState
-from portal.core.wire import ChunkEntry, Manifest
 from portal.storage.errors import CheckpointCorruptError
 from portal.storage.format import open_chunk
 from portal.storage.layout import checkpoint_prefix, chunk_key
+from portal.storage.manifest import ChunkEntry, Manifest
 
 if TYPE_CHECKING:
     from portal.storage.crypto import JobKeys

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CheckpointRef, CheckpointState
 from portal.core.specs import KeyStore, StorageBackend
-from portal.core.wire import Manifest
 from portal.storage.backend import LocalBackend, open_backend
 from portal.storage.chunking import DEFAULT_CHUNK_SIZE, DEFAULT_PACK_SIZE
 from portal.storage.crypto import JobKeys
@@ -45,6 +44,7 @@ from portal.storage.layout import (
     checkpoints_prefix,
     new_checkpoint_id,
 )
+from portal.storage.manifest import Manifest
 from portal.storage.progress import Progress
 from portal.storage.reader import CheckpointReader
 from portal.storage.retry import RetryPolicy

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from portal.core.domain import CheckpointRef, CheckpointState
-from portal.core.wire import MANIFEST_FORMAT, ChunkEntry, Manifest
 from portal.storage.chunking import FixedChunker, Piece
 from portal.storage.crypto import FINGERPRINT_ALGORITHM
 from portal.storage.errors import CheckpointDeadlineError, StorageError
@@ -52,6 +51,7 @@ from portal.storage.layout import (
     chunk_key,
     pack_name,
 )
+from portal.storage.manifest import MANIFEST_FORMAT, ChunkEntry, Manifest
 from portal.storage.progress import Progress, ProgressTracker
 
 if TYPE_CHECKING:
