@@ -204,9 +204,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS[0])
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict over every package's source."""
+    """mypy --strict over every package's source; import-linter holds the architecture (the
+    contracts in pyproject.toml: layers, what core and the SDK may import, no cycles)."""
     session.install(
         "mypy>=1.11",
+        "import-linter>=2.5",
         "pytest>=8",
         "hypothesis>=6.100",
         "psycopg[binary]>=3.1",  # portal's postgres extra: its types are checked, not ignored
@@ -216,6 +218,7 @@ def typecheck(session: nox.Session) -> None:
     # the `portal` namespace resolves, whichever packages the config lists.
     session.env["MYPYPATH"] = os.pathsep.join(str(_package_dir(p) / "src") for p in PACKAGES)
     session.run("mypy", *[str(_package_dir(p) / "src") for p in PACKAGES])
+    session.run("lint-imports", "--config", str(ROOT / "pyproject.toml"), "--no-cache")
 
 
 @nox.session(python=PYTHONS[0], default=False)

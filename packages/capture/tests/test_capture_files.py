@@ -20,14 +20,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _harness import CORPUS, EXIT_PAUSED, connect, runtime, short_dir
 
-from portal.capture import resume
+from portal.capture import restoring
 from portal.capture.extensions import files, workdir
 from portal.capture.pickler import dumps, resolve_reducers
 
@@ -252,12 +252,8 @@ def test_at_resume_the_file_is_opened_after_the_extensions_restore(
     data, buffers = _dumps((loop, log))
     new = tmp_path / "new"
     new.mkdir()
-    deferred: list[Callable[[], None]] = []
-    resume._DEFERRED.append(deferred)
-    try:
+    with restoring.deferring() as deferred:
         back, back_log = pickle.loads(data, buffers=buffers)  # nothing in "new" yet
-    finally:
-        resume._DEFERRED.pop()
     assert deferred and not (new / "t.txt").exists()
     for name in ("t.txt", "abs.log"):  # what the workdir_files restore does
         shutil.copy(job / name, new / name)

@@ -443,7 +443,7 @@ def test_a_move_that_does_not_happen_releases_the_machine_provisioned_for_it(sim
         spot = placing.machines.provision(offers["spot aws c7i.large (us-east-1)"])
         watch = SpotWatch(plane, job_id, spot)
         watch.target = placing.machines.provision(offers["on-demand aws c7i.large (us-east-1)"])
-        watch.move_failed("the pause was abandoned (the test's reason)")
+        watch.not_suspended("the pause was abandoned (the test's reason)")
         assert watch.target is None
         released = placing.machines.get("sim-0002")
         assert released.released_at is not None
@@ -453,7 +453,7 @@ def test_a_move_that_does_not_happen_releases_the_machine_provisioned_for_it(sim
             "spot aws c7i.large (us-east-1), is released: the pause was abandoned (the test's "
             "reason)",
         ) in sim.events(job_id)
-        watch.move_failed("again")  # nothing provisioned any more: nothing happens
+        watch.not_suspended("again")  # nothing provisioned any more: nothing happens
         assert [k for k, _ in sim.events(job_id)].count("spot.released") == 1
     finally:
         plane.store.close()

@@ -67,13 +67,13 @@ def test_after_an_upgrade_old_checkpoints_read_and_gc_retires_them(tmp_path: Pat
     assert store.open_reader(golden.JOB, "golden-2").read_all() == second
     report = store.gc(golden.JOB, keep=2)
     assert report.deleted_checkpoints == ("golden-1", "golden-2")
-    assert store._list(chunks_prefix(golden.JOB)) == []
+    assert store.objects.list(chunks_prefix(golden.JOB)) == []
     kept = {
         f"jobs/{golden.JOB}/{c.key}"
         for ck in (new, newer)
         for c in store.manifest(golden.JOB, ck).chunks
     }
-    assert set(store._list(packs_prefix(golden.JOB))) == kept
+    assert set(store.objects.list(packs_prefix(golden.JOB))) == kept
     assert store.open_reader(golden.JOB, new).read_all() == third
 
 

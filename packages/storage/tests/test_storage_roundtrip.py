@@ -131,7 +131,7 @@ def test_dedup_within_one_checkpoint_and_seals(make_store: MakeStore) -> None:
     sealer = seals.index(None)
     assert seals == [None if i == sealer else sealer for i in range(5)]
     assert store.open_reader("j").read_all() == block * 5
-    (pack,) = store._list(packs_prefix("j"))  # one pack, holding the block sealed once
+    (pack,) = store.objects.list(packs_prefix("j"))  # one pack, holding the block sealed once
     assert len(store.backend.read_bytes(pack)) == CHUNK + CHUNK_OVERHEAD
 
 
@@ -196,13 +196,13 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
         f"jobs/j/{c.key}" for ck in (first, second) for c in store.manifest("j", ck).chunks
     }
     assert len(referenced) == 4
-    orphans = set(store._list(packs_prefix("j"))) - referenced
+    orphans = set(store.objects.list(packs_prefix("j"))) - referenced
     assert len(orphans) == 2
     report = store.gc("j", dry_run=True)
     assert set(report.deleted_chunks) == orphans and report.dry_run
     report = store.gc("j")
     assert set(report.deleted_chunks) == orphans
-    assert set(store._list(packs_prefix("j"))) == referenced
+    assert set(store.objects.list(packs_prefix("j"))) == referenced
     assert store.open_reader("j", first).read_all() == _state(4 * CHUNK, seed=1)
 
     report = store.gc("j", keep=1)
@@ -214,7 +214,7 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
     store.gc("j", drop_incomplete=True)
     assert [r.state for r in store.list("j")] == [CheckpointState.COMPLETE]
     assert all(
-        k.startswith(checkpoint_prefix("j", second)) for k in store._list("jobs/j/checkpoints/")
+        k.startswith(checkpoint_prefix("j", second)) for k in store.objects.list("jobs/j/checkpoints/")
     )
 
 
@@ -227,18 +227,18 @@ def test_gc_keeps_a_pack_while_any_live_checkpoint_points_into_it(make_store: Ma
     store.create_job_key("j")
     data = _state(8 * CHUNK, seed=4)
     first = _write(store, "j", data)  # one pack of eight chunks
-    (first_pack,) = store._list(packs_prefix("j"))
+    (first_pack,) = store.objects.list(packs_prefix("j"))
     clock.advance(10)
     changed = data[: 7 * CHUNK] + _state(CHUNK, seed=5)  # the last chunk changes
     second = _write(store, "j", changed)
-    packs = store._list(packs_prefix("j"))
+    packs = store.objects.list(packs_prefix("j"))
     assert len(packs) == 2  # the second pack holds only the changed chunk
     assert len(store.backend.read_bytes(next(p for p in packs if p != first_pack))) == (
         CHUNK + CHUNK_OVERHEAD
     )
     report = store.gc("j", keep=1)
     assert report.deleted_checkpoints == (first,) and report.deleted_chunks == ()
-    assert store._list(packs_prefix("j")) == packs
+    assert store.objects.list(packs_prefix("j")) == packs
     clock.advance(10)
     third = _write(store, "j", _state(8 * CHUNK, seed=6))  # shares nothing with the others
     report = store.gc("j", keep=1)
@@ -253,7 +253,7 @@ def test_parallel_writer_bounds_memory(make_store: MakeStore) -> None:
     store = make_store("memory", chunk_size=CHUNK, pack_size=CHUNK, parallelism=2)
     store.create_job_key("j")
     gate = threading.Event()
-    real_put = store._put_pack
+    real_put = store.objects.put_pack
     peak = {"pending": 0}
 
     def slow_put(key: str, data: bytes | bytearray | memoryview) -> None:
@@ -261,7 +261,7 @@ def test_parallel_writer_bounds_memory(make_store: MakeStore) -> None:
         real_put(key, data)
 
     writer = store.open_writer("j", max_in_flight=3)
-    store._put_pack = slow_put  # type: ignore[method-assign]
+    store.objects.put_pack = slow_put  # type: ignore[method-assign]
     done = threading.Event()
 
     def produce() -> None:

@@ -35,9 +35,12 @@ from __future__ import annotations
 import functools
 import gc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final, NamedTuple, TypeAlias
+
+from portal.capture.notes import note_on_restore
+from portal.capture.restoring import after_restore
 
 __all__ = [
     "CacheEntry",
@@ -358,19 +361,7 @@ def _refill(wrapper: Any, state: dict[str, Any]) -> None:
 
 
 def _note_empty(name: str, reason: str) -> None:
-    from portal.capture.notes import note_on_restore
-
     note_on_restore(f"the functools.lru_cache of {name} comes back empty: {reason}")
-
-
-def _after_restore(rebuild: Callable[[], None]) -> None:
-    """Run ``rebuild`` once the checkpoint being loaded is whole (now, outside a restore)."""
-    try:
-        from portal.capture.resume import after_restore
-    except ImportError:  # an older resume module: the objects are as whole as they will get
-        rebuild()
-        return
-    after_restore(rebuild)
 
 
 # -- which wrappers travel by value -----------------------------------------------------------
@@ -418,7 +409,7 @@ def restore_lru_cache(wrapper: Any, state: dict[str, Any]) -> None:
     """Give the rebuilt ``wrapper`` its attributes now, and its contents and statistics once the
     whole checkpoint has loaded."""
     restore_wrapper_attributes(wrapper, state["attrs"])
-    _after_restore(functools.partial(_refill, wrapper, state))
+    after_restore(functools.partial(_refill, wrapper, state))
 
 
 def restore_wrapper_attributes(wrapper: Any, attrs: dict[str, Any]) -> None:

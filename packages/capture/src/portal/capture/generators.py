@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 from portal.capture import codegen, frames
+from portal.capture.restoring import RESUMED_CODE, ResumedInfo
 
 __all__ = [
     "created_generator",
@@ -65,8 +66,6 @@ def reduce_generator(
         )
     if gen.gi_running:
         raise TypeError(f"cannot pickle 'generator' object: {gen.__qualname__} is running")
-    from portal.capture.resume import RESUMED_CODE  # resume imports the pickler
-
     slots, stack = frames.read_slots_and_stack(frame)
     lasti = frame.f_lasti
     info = RESUMED_CODE.get(id(code))
@@ -155,9 +154,6 @@ def suspended_generator(
     yield_at: int,
 ) -> types.GeneratorType[Any, Any, Any]:
     """A generator suspended at the ``yield`` at ``yield_at`` of ``code``, with its state."""
-    from portal.capture.resume import RESUMED_CODE
-    from portal.capture.snapshot import ResumedInfo
-
     argument_slots = code.co_argcount + code.co_kwonlyargcount
     argument_slots += bool(code.co_flags & inspect.CO_VARARGS)
     argument_slots += bool(code.co_flags & inspect.CO_VARKEYWORDS)

@@ -22,41 +22,17 @@ import io
 import pickle
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import CodeType
 from typing import Any, NamedTuple
 
 from portal.capture.codegen import build_resumed_code
 from portal.capture.frames import local_slot_count
 from portal.capture.image import CheckpointImage
-from portal.capture.snapshot import CaptureExtension, FrameRecord, ResumedInfo, Snapshot
+from portal.capture.restoring import RESUMED_CODE, ResumedInfo, after_restore, deferring
+from portal.capture.snapshot import CaptureExtension, FrameRecord, Snapshot
 
 __all__ = ["RESUMED_CODE", "Restored", "after_restore", "build_frames", "restore"]
-
-#: Runtime singleton: resumed code objects by ``id`` -> how they map to the original code, so a
-#: resumed program can pause again (including frames still waiting inside their prologue call).
-#: Entries keep their code objects alive, so an ``id`` is never reused while it is listed.
-RESUMED_CODE: dict[int, ResumedInfo] = {}
-
-
-#: Runtime singleton: one list per :func:`restore` in progress, of the rebuilds deferred to the
-#: end of its extensions' restore (see :func:`after_restore`).
-_DEFERRED: list[list[Callable[[], None]]] = []
-
-
-def after_restore(rebuild: Callable[[], None]) -> None:
-    """Run ``rebuild`` once the checkpoint :func:`restore` is loading has restored its capture
-    extensions (after every one of them, before the frames are rebuilt and the program
-    continues); rebuilds run in the order they were asked for, which is the order the pickle
-    made their objects (an object's parts first). For a function the pickle calls while
-    loading, whose object needs the process-level state back first (an open file of the working
-    directory, which a new machine has only once ``workdir_files`` restored it): it makes a
-    stand-in of the object at once and asks for the rest here. Outside a restore (a plain
-    ``pickle.loads``) it runs now."""
-    if _DEFERRED:
-        _DEFERRED[-1].append(rebuild)
-    else:
-        rebuild()
 
 
 class Restored(NamedTuple):
@@ -99,9 +75,7 @@ def restore(
         parent, _, child = ref.name.rpartition(".")
         if parent and parent in sys.modules:
             setattr(sys.modules[parent], child, sys.modules[ref.name])
-    deferred: list[Callable[[], None]] = []
-    _DEFERRED.append(deferred)
-    try:
+    with deferring() as deferred:
         snapshot = _Unpickler(io.BytesIO(image.pickle), buffers=image.buffers).load()
         if not isinstance(snapshot, Snapshot):
             raise TypeError(f"checkpoint state is a {type(snapshot).__name__}, not a Snapshot")
@@ -115,8 +89,6 @@ def restore(
             ext = by_name.get(name)
             if ext is not None:
                 ext.restore(state)
-    finally:
-        _DEFERRED.pop()
     for rebuild in deferred:
         rebuild()
     return Restored(build_frames(snapshot.frames), main_module.__dict__)

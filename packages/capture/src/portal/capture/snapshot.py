@@ -41,6 +41,7 @@ from portal.capture.pickler import (
     resolve_reducers,
 )
 from portal.capture.problems import Problem, describe_type, where
+from portal.capture.restoring import ResumedInfo
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -100,16 +101,6 @@ class Snapshot(NamedTuple):
     modules: list[ModuleRecord]  # "__main__" first
     frames: list[FrameRecord]  # outermost first
     extensions: list[tuple[str, Any]]
-
-
-class ResumedInfo(NamedTuple):
-    """How a resumed code object maps back to the original (see :mod:`portal.capture.resume`)."""
-
-    code: CodeType
-    original: CodeType
-    prologue: int
-    resume_at: int  # original offsets of the frame's continuation and pending call
-    call_at: int | None
 
 
 class CaptureContext:

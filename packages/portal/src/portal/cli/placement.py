@@ -47,7 +47,8 @@ from portal.policies import (
     StateSample,
     choose,
 )
-from portal.sim.machines import MACHINE_ENV, Machine, SimulatedMachines
+from portal.sim.machines import Machine, SimulatedMachines
+from portal.sim.outgrow import node_environ
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 
 __all__ = ["EXIT_STAYS", "Placement", "local_only"]
@@ -221,7 +222,7 @@ class Placement:
             resume_from=resume_from,
             machine=machine.name,
             node_dir=machine.directory if resume_from is not None else None,
-            environ={MACHINE_ENV: machine.id},
+            environ=node_environ(machine),
         )
         on = plan.request.on
         self.machines.assign(machine, job.id, attempt, on=on.text if on and on.exact else None)

@@ -34,6 +34,7 @@ from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.settings import Settings
 from portal.node.journal import Journal
 from portal.node.measure import child_pids
+from portal.node.observer import load_observer
 from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
 from portal.node.stream import CheckpointStream, partial_files
@@ -52,7 +53,6 @@ from portal.runtime.protocol import (
     ProblemRecord,
     RuntimeEvent,
 )
-from portal.sim.outgrow import SpotWatch
 
 __all__ = ["Node", "pause_deadline"]
 
@@ -139,8 +139,9 @@ class Node:
         self._periodic = PeriodicCheckpoints.for_job(
             plane.settings, self.environ, self._purchase, self.dir
         )
-        # On a simulated spot machine: move the job off it if its state outgrows the notice.
-        self._spot = SpotWatch.for_node(plane, job_id, self.environ)
+        # Whoever started this node and watches its measures (the simulated cloud's spot
+        # watch moves a job that outgrows its machine's notice): see portal.node.observer.
+        self._observer = load_observer(plane, job_id, self.environ)
 
     def _machine_name(self) -> str:
         with contextlib.suppress(Exception):
@@ -413,8 +414,7 @@ class Node:
             )
 
     def _probe_report(self, event: ProbeReport) -> None:
-        if self._spot is not None:  # measured again at every check
-            self._spot.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
+        self._observer.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
         schedule = self._probe
         was_blocked = schedule.blocked
         schedule.answered(self.clock.monotonic())
@@ -611,15 +611,13 @@ class Node:
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-abandoned", wording.abandoned(event.reason), reason=event.reason)
-            if self._spot is not None:
-                self._spot.move_failed(f"the pause was abandoned ({event.reason})")
+            self._observer.not_suspended(f"the pause was abandoned ({event.reason})")
         elif isinstance(event, Failed):
             self._pause_over = True
             self._stop_stream()
             self._set_state(JobState.RUNNING)
             self.report("pause-failed", wording.pause_failed(event.error))
-            if self._spot is not None:
-                self._spot.move_failed(f"the pause failed ({event.error})")
+            self._observer.not_suspended(f"the pause failed ({event.error})")
         elif isinstance(event, Paused):
             self.report(
                 "paused",
@@ -653,15 +651,13 @@ class Node:
             withdraw_notice(self.paths.notices, self._notice.id)
         if code != EXIT_PAUSED:
             self._stop_stream()  # the process ended without a whole checkpoint: nothing comes
-            if self._spot is not None:
-                self._spot.move_failed(f"the job ended first (exit status {code})")
+            self._observer.not_suspended(f"the job ended first (exit status {code})")
         if code == EXIT_PAUSED and (self._stream is not None or self.checkpoint_path.exists()):
             try:
                 ref = self._stored_checkpoint()
             except Exception as exc:
                 self.report("upload-failed", wording.upload_failed(exc, self.checkpoint_path))
-                if self._spot is not None:
-                    self._spot.move_failed("its checkpoint could not be stored")
+                self._observer.not_suspended("its checkpoint could not be stored")
                 self._end(AttemptState.FAILED, JobState.FAILED, code, now)
                 return code
             self.checkpoint_path.unlink(missing_ok=True)
@@ -673,8 +669,7 @@ class Node:
                 attempt=self.attempt,
             )
             self._end(AttemptState.SUSPENDED, JobState.SUSPENDED, code, now)
-            if self._spot is not None:
-                self._spot.after_suspended(ref.checkpoint_id)
+            self._observer.suspended(ref.checkpoint_id)
         elif code == 0:
             self.report("done", wording.done(self.job), exit_code=0)
             self._end(AttemptState.EXITED, JobState.DONE, code, now)

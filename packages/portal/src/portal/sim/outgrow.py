@@ -25,12 +25,13 @@ from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import Decision, JobState, Verdict
 from portal.node.launch import launch_node
 from portal.node.measure import resident_bytes
+from portal.node.observer import OBSERVER_ENV
 from portal.policies import Figure, SpotPolicy, StateSample, choose
 from portal.policies.wording import kept_spot_only
 from portal.sim.machines import MACHINE_ENV, Machine
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 
-__all__ = ["SpotWatch"]
+__all__ = ["SpotWatch", "node_environ"]
 
 log = logging.getLogger("portal.sim.outgrow")
 
@@ -38,8 +39,16 @@ log = logging.getLogger("portal.sim.outgrow")
 _KINDS = {Verdict.PROVISION: "spot.provision", Verdict.MOVE: "spot.move", Verdict.WARN: "spot.kept"}
 
 
+def node_environ(machine: Machine) -> dict[str, str]:
+    """What a node started on the simulated ``machine`` is given: the machine it runs on, and
+    its observer (:class:`SpotWatch`, through :mod:`portal.node.observer`; the node imports
+    nothing of the simulator)."""
+    return {MACHINE_ENV: machine.id, OBSERVER_ENV: f"{__name__}:SpotWatch.for_node"}
+
+
 class SpotWatch:
-    """The node's side of move-when-over, for one attempt on one simulated spot machine."""
+    """The node's side of move-when-over, for one attempt on one simulated spot machine (a
+    :class:`portal.node.observer.NodeObserver`)."""
 
     def __init__(self, plane: ControlPlane, job_id: str, machine: Machine) -> None:
         self.plane = plane
@@ -151,7 +160,7 @@ class SpotWatch:
                 reason=f"spot: moving the job to {self.target.name}",
             )
 
-    def move_failed(self, why: str) -> None:
+    def not_suspended(self, why: str) -> None:
         """The move asked for did not happen (``why``): release the machine provisioned for it.
 
         The job runs on where it is (or has ended); the next check measures it again and may
@@ -172,7 +181,7 @@ class SpotWatch:
         except Exception:
             log.exception("releasing %s after a failed move of job %s", target.id, self.job_id)
 
-    def after_suspended(self, checkpoint_id: str) -> int | None:
+    def suspended(self, checkpoint_id: str) -> int | None:
         """The job was saved for the move: start its next attempt on the provisioned machine."""
         target = self.target
         if target is None:
@@ -193,7 +202,7 @@ class SpotWatch:
             resume_from=checkpoint_id,
             machine=target.name,
             node_dir=target.directory,
-            environ={MACHINE_ENV: target.id},
+            environ=node_environ(target),
         )
         self.placing.machines.assign(target, self.job_id, attempt)
         self.placing.machines.release(self.machine.id, kill=False)  # this node ends now

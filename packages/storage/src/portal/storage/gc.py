@@ -18,11 +18,12 @@ when the last checkpoint pointing into it goes). The rules, in the order they pr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import attrs
 
-from portal.core.domain import CheckpointState
+from portal.core.clock import Clock
+from portal.core.domain import CheckpointRef, CheckpointState
 from portal.core.errors import InvalidArgumentError
 from portal.storage.layout import (
     MANIFEST_NAME,
@@ -32,9 +33,8 @@ from portal.storage.layout import (
     chunks_prefix,
     packs_prefix,
 )
-
-if TYPE_CHECKING:
-    from portal.storage.store import CheckpointStore
+from portal.storage.manifest import Manifest
+from portal.storage.objects import StoredObjects
 
 __all__ = ["GcReport", "collect"]
 
@@ -52,9 +52,12 @@ class GcReport:
 
 
 def collect(
-    store: CheckpointStore,
+    objects: StoredObjects,
     job_id: str,
     *,
+    checkpoints: Callable[[], list[CheckpointRef]],
+    manifest: Callable[[str], Manifest],
+    clock: Clock,
     keep: int | None,
     in_flight_grace_s: float,
     drop_incomplete: bool,
@@ -66,11 +69,10 @@ def collect(
             "checkpoint is always kept, so keep must be at least 1 (or unset to keep all)",
             details={"job_id": job_id, "keep": keep},
         )
-    keys = store.job_keys(job_id)
-    refs = store.list(job_id)
+    refs = checkpoints()
     complete = [r for r in refs if r.state is CheckpointState.COMPLETE]
     corrupt = [r for r in refs if r.state is CheckpointState.CORRUPT]
-    now = store.clock.now()
+    now = clock.now()
     in_flight = [
         r
         for r in refs
@@ -106,9 +108,9 @@ def collect(
 
     referenced: set[str] = set()
     for ref in kept:
-        for entry in store._read_manifest(keys, ref.checkpoint_id).chunks:
+        for entry in manifest(ref.checkpoint_id).chunks:
             referenced.add(chunk_key(job_id, entry.key))
-    stored = store._list(chunks_prefix(job_id)) + store._list(packs_prefix(job_id))
+    stored = objects.list(chunks_prefix(job_id)) + objects.list(packs_prefix(job_id))
     orphans = [k for k in stored if k not in referenced]
 
     deleted_checkpoints = [r.checkpoint_id for r in dropped]
@@ -116,7 +118,7 @@ def collect(
         deleted_checkpoints += [r.checkpoint_id for r in stale_incomplete]
     if not dry_run:
         # A writer may have started since the listing: look again right before deleting.
-        for ref in store.list(job_id):
+        for ref in checkpoints():
             if ref.state is CheckpointState.INCOMPLETE and ref.checkpoint_id not in {
                 r.checkpoint_id for r in stale_incomplete
             }:
@@ -130,12 +132,12 @@ def collect(
         # chunks afterwards cannot leave a resumable checkpoint with missing chunks.
         for ckpt in deleted_checkpoints:
             prefix = checkpoint_prefix(job_id, ckpt)
-            store._delete(prefix + MANIFEST_NAME)
-            store._delete(prefix + STARTED_NAME)
-            for key in store._list(prefix):
-                store._delete(key)
+            objects.delete(prefix + MANIFEST_NAME)
+            objects.delete(prefix + STARTED_NAME)
+            for key in objects.list(prefix):
+                objects.delete(key)
         for key in orphans:
-            store._delete(key)
+            objects.delete(key)
     return GcReport(
         job_id=job_id,
         deleted_chunks=tuple(orphans),

@@ -19,17 +19,15 @@ import tempfile
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 from portal.core.domain import CheckpointRef, CheckpointState
+from portal.storage.crypto import JobKeys
 from portal.storage.errors import CheckpointCorruptError
 from portal.storage.format import open_chunk
 from portal.storage.layout import checkpoint_prefix, chunk_key
 from portal.storage.manifest import ChunkEntry, Manifest
-
-if TYPE_CHECKING:
-    from portal.storage.crypto import JobKeys
-    from portal.storage.store import CheckpointStore
+from portal.storage.objects import StoredObjects
 
 __all__ = ["CheckpointReader"]
 
@@ -38,9 +36,9 @@ class CheckpointReader:
     """A complete checkpoint whose manifest has been verified; chunks are verified as they arrive."""
 
     def __init__(
-        self, store: CheckpointStore, keys: JobKeys, manifest: Manifest, *, parallelism: int
+        self, objects: StoredObjects, keys: JobKeys, manifest: Manifest, *, parallelism: int
     ) -> None:
-        self.store = store
+        self.objects = objects
         self.manifest = manifest
         self._keys = keys
         self._parallelism = max(1, parallelism)
@@ -60,7 +58,7 @@ class CheckpointReader:
         return CheckpointRef(
             job_id=self.job_id,
             checkpoint_id=self.checkpoint_id,
-            url=f"{self.store.url}/{prefix}",
+            url=f"{self.objects.url}/{prefix}",
             created_at=self.manifest.created_at,
             size_bytes=sum(c.stored_size for c in self.manifest.chunks),
             state=CheckpointState.COMPLETE,
@@ -114,11 +112,11 @@ class CheckpointReader:
         key = chunk_key(self.job_id, first.key)
         try:
             if first.offset is None:
-                data: bytes = self.store._get(key)
+                data: bytes = self.objects.get(key)
                 base = 0
             else:
                 base = first.offset
-                data = self.store._get_range(key, base, (last.offset or 0) + last.stored_size)
+                data = self.objects.get_range(key, base, (last.offset or 0) + last.stored_size)
         except FileNotFoundError:
             raise self._missing(first) from None
         if first.offset is not None and not data and not self._exists(key):
@@ -141,10 +139,7 @@ class CheckpointReader:
         return out
 
     def _exists(self, key: str) -> bool:
-        try:
-            return bool(self.store.backend.exists(key))
-        except OSError:
-            return True
+        return self.objects.exists(key)
 
     def _runs(self) -> Iterator[list[ChunkEntry]]:
         """The manifest's chunks grouped into reads: adjacent ranges of one pack become one ranged

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CheckpointRef, CheckpointState
@@ -35,6 +35,7 @@ from portal.storage.errors import (
     WrongKeyError,
 )
 from portal.storage.format import decode_intent, open_manifest
+from portal.storage.gc import GcReport, collect
 from portal.storage.keys import refuse_key_beside_checkpoints
 from portal.storage.layout import (
     MANIFEST_NAME,
@@ -45,13 +46,11 @@ from portal.storage.layout import (
     new_checkpoint_id,
 )
 from portal.storage.manifest import Manifest
+from portal.storage.objects import StoredObjects
 from portal.storage.progress import Progress
 from portal.storage.reader import CheckpointReader
 from portal.storage.retry import RetryPolicy
 from portal.storage.writer import CheckpointWriter, DeadlinePolicy
-
-if TYPE_CHECKING:
-    from portal.storage.gc import GcReport
 
 __all__ = ["CheckpointStore"]
 
@@ -95,64 +94,12 @@ class CheckpointStore:
         self.pack_size = pack_size
         self.clock = clock
         self.retry = retry or RetryPolicy(clock=clock)
+        #: The backend's objects, each call retried: all that writers, readers and gc are given.
+        self.objects = StoredObjects(self.backend, self.retry, self.url)
         self._keys: dict[str, JobKeys] = {}
         self._lock = threading.Lock()
         if isinstance(self.backend, LocalBackend):
             refuse_key_beside_checkpoints(key_store, self.backend.root)
-
-    # --- storage calls, retried -----------------------------------------------------------------
-
-    def _put_pack(self, key: str, data: bytes | bytearray | memoryview) -> None:
-        """Store a pack of sealed chunks; where the backend can defer durability, :meth:`_sync`
-        ends it.
-
-        ``data`` may be a view of a buffer the writer reuses once this returns: the local backend
-        writes it as it is (no copy); any other backend gets its own ``bytes`` (object-store
-        clients may keep what they are given, and some accept only ``bytes``).
-        """
-        deferred = getattr(self.backend, "write_bytes_deferred", None)
-        if deferred is not None:
-            self.retry.call(lambda: deferred(key, data), what=f"write {key}", url=self.url)
-            return
-        whole = bytes(data)
-        self.retry.call(
-            lambda: self.backend.write_bytes(key, whole), what=f"write {key}", url=self.url
-        )
-
-    def _sync(self) -> None:
-        sync = getattr(self.backend, "sync", None)
-        if sync is not None:
-            sync()
-
-    def _put(self, key: str, data: bytes | bytearray) -> None:
-        self.retry.call(
-            lambda: self.backend.write_bytes(key, data),  # type: ignore[arg-type]
-            what=f"write {key}",
-            url=self.url,
-        )
-
-    def _get(self, key: str) -> bytes:
-        return self.retry.call(
-            lambda: self.backend.read_bytes(key), what=f"read {key}", url=self.url
-        )
-
-    def _get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes ``[start, end)`` of an object: one ranged read where the backend has them."""
-        read_range = getattr(self.backend, "read_range", None)
-        if read_range is None:  # a plugin backend with whole-object reads only
-            return self._get(key)[start:end]
-        data: bytes = self.retry.call(
-            lambda: read_range(key, start, end), what=f"read {key}", url=self.url
-        )
-        return data
-
-    def _list(self, prefix: str) -> list[str]:
-        return self.retry.call(
-            lambda: self.backend.list(prefix), what=f"list {prefix}", url=self.url
-        )
-
-    def _delete(self, key: str) -> None:
-        self.retry.call(lambda: self.backend.delete(key), what=f"delete {key}", url=self.url)
 
     # --- keys -------------------------------------------------------------------------------------
 
@@ -211,7 +158,7 @@ class CheckpointStore:
             if checkpoint_id
             else new_checkpoint_id(self.clock)
         )
-        existing = self._list(checkpoint_prefix(job_id, ckpt))
+        existing = self.objects.list(checkpoint_prefix(job_id, ckpt))
         if existing:
             from portal.storage.errors import StorageError
 
@@ -226,7 +173,8 @@ class CheckpointStore:
             if latest is not None:
                 parent = self._read_manifest(keys, latest.checkpoint_id)
         return CheckpointWriter(
-            self,
+            self.objects,
+            clock=self.clock,
             job_id=job_id,
             checkpoint_id=ckpt,
             keys=keys,
@@ -246,9 +194,9 @@ class CheckpointStore:
     def _read_manifest(self, keys: JobKeys, checkpoint_id: str) -> Manifest:
         prefix = checkpoint_prefix(keys.job_id, checkpoint_id)
         try:
-            data = self._get(prefix + MANIFEST_NAME)
+            data = self.objects.get(prefix + MANIFEST_NAME)
         except FileNotFoundError:
-            if self._list(prefix):
+            if self.objects.list(prefix):
                 latest = self.latest_complete(keys.job_id)
                 instead = (
                     f"resume from {latest.checkpoint_id}, the latest complete checkpoint"
@@ -282,7 +230,7 @@ class CheckpointStore:
             checkpoint_id = latest.checkpoint_id
         check_id(checkpoint_id, "checkpoint id")
         manifest = self._read_manifest(keys, checkpoint_id)
-        return CheckpointReader(self, keys, manifest, parallelism=self.parallelism)
+        return CheckpointReader(self.objects, keys, manifest, parallelism=self.parallelism)
 
     # --- listing ----------------------------------------------------------------------------------
 
@@ -295,7 +243,7 @@ class CheckpointStore:
         keys = self.job_keys(job_id)
         prefix = checkpoints_prefix(job_id)
         found: dict[str, set[str]] = {}
-        for key in self._list(prefix):
+        for key in self.objects.list(prefix):
             rest = key[len(prefix) :]
             if "/" in rest:
                 ckpt, name = rest.split("/", 1)
@@ -323,7 +271,9 @@ class CheckpointStore:
                 created = manifest.created_at
                 size = sum(c.stored_size for c in manifest.chunks)
                 if verify:
-                    CheckpointReader(self, keys, manifest, parallelism=self.parallelism).verify()
+                    CheckpointReader(
+                        self.objects, keys, manifest, parallelism=self.parallelism
+                    ).verify()
             except WrongKeyError as exc:
                 wrong_key.append(exc)
                 state = CheckpointState.CORRUPT
@@ -349,7 +299,7 @@ class CheckpointStore:
     def _created_at(self, job_id: str, checkpoint_id: str) -> float | None:
         try:
             intent = decode_intent(
-                self._get(checkpoint_prefix(job_id, checkpoint_id) + STARTED_NAME)
+                self.objects.get(checkpoint_prefix(job_id, checkpoint_id) + STARTED_NAME)
             )
         except FileNotFoundError:
             return None
@@ -379,11 +329,13 @@ class CheckpointStore:
         dry_run: bool = False,
     ) -> GcReport:
         """Delete chunks no kept checkpoint references (see :func:`portal.storage.gc.collect`)."""
-        from portal.storage.gc import collect
-
+        keys = self.job_keys(job_id)
         return collect(
-            self,
+            self.objects,
             job_id,
+            checkpoints=lambda: self.list(job_id),
+            manifest=lambda checkpoint_id: self._read_manifest(keys, checkpoint_id),
+            clock=self.clock,
             keep=keep,
             in_flight_grace_s=in_flight_grace_s,
             drop_incomplete=drop_incomplete,

@@ -28,13 +28,14 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import attrs
 
+from portal.core.clock import Clock
 from portal.core.domain import CheckpointRef, CheckpointState
 from portal.storage.chunking import FixedChunker, Piece
-from portal.storage.crypto import FINGERPRINT_ALGORITHM
+from portal.storage.crypto import FINGERPRINT_ALGORITHM, JobKeys
 from portal.storage.errors import CheckpointDeadlineError, StorageError
 from portal.storage.format import (
     CHUNK_OVERHEAD,
@@ -52,11 +53,8 @@ from portal.storage.layout import (
     pack_name,
 )
 from portal.storage.manifest import MANIFEST_FORMAT, ChunkEntry, Manifest
+from portal.storage.objects import StoredObjects
 from portal.storage.progress import Progress, ProgressTracker
-
-if TYPE_CHECKING:
-    from portal.storage.crypto import JobKeys
-    from portal.storage.store import CheckpointStore
 
 __all__ = ["CheckpointWriter", "DeadlinePolicy"]
 
@@ -83,8 +81,9 @@ class CheckpointWriter:
 
     def __init__(
         self,
-        store: CheckpointStore,
+        objects: StoredObjects,
         *,
+        clock: Clock,
         job_id: str,
         checkpoint_id: str,
         keys: JobKeys,
@@ -100,12 +99,12 @@ class CheckpointWriter:
     ) -> None:
         if deadline_policy not in ("warn", "raise"):
             raise ValueError(f"deadline_policy must be 'warn' or 'raise', got {deadline_policy!r}")
-        self.store = store
+        self.objects = objects
         self.job_id = job_id
         self.checkpoint_id = checkpoint_id
         self.parent_id = parent.checkpoint_id if parent else None
         self._keys = keys
-        self._clock = store.clock
+        self._clock = clock
         self.created_at = self._clock.now()
         self._chunker = FixedChunker(chunk_size)
         self._prefix = checkpoint_prefix(job_id, checkpoint_id)
@@ -156,7 +155,7 @@ class CheckpointWriter:
             parent=self.parent_id,
         )
         try:
-            store._put(self._prefix + STARTED_NAME, encode_intent(intent))
+            objects.put(self._prefix + STARTED_NAME, encode_intent(intent))
         except BaseException:
             self._pool.shutdown(wait=False)
             raise
@@ -218,8 +217,8 @@ class CheckpointWriter:
                 summary=dict(summary or {}),
             )
             sealed = seal_manifest(self._keys, manifest)
-            self.store._sync()  # every chunk durable before anything names it
-            self.store._put(self._prefix + MANIFEST_NAME, sealed)
+            self.objects.sync()  # every chunk durable before anything names it
+            self.objects.put(self._prefix + MANIFEST_NAME, sealed)
             self._tracker.extra_upload(len(sealed))
         except BaseException:
             self.abort()
@@ -231,7 +230,7 @@ class CheckpointWriter:
         return CheckpointRef(
             job_id=self.job_id,
             checkpoint_id=self.checkpoint_id,
-            url=f"{self.store.url}/{self._prefix.rstrip('/')}",
+            url=f"{self.objects.url}/{self._prefix.rstrip('/')}",
             created_at=self.created_at,
             size_bytes=sum(e.stored_size for e in entries),
             state=CheckpointState.COMPLETE,
@@ -377,7 +376,7 @@ class CheckpointWriter:
                 entries.append((entry, new))
             del pieces
             if cursor:
-                self.store._put_pack(chunk_key(self.job_id, key), out[:cursor])
+                self.objects.put_pack(chunk_key(self.job_id, key), out[:cursor])
             del out
             with self._lock:
                 for entry, _new in entries:

@@ -20,7 +20,7 @@ travels; one that does is re-created at resume where that is safe.
   their own, so the file, its ``.buffer`` and its ``.buffer.raw`` stay one chain and a file
   referenced from two places stays one object (the pickle's memo). What the program wrote but
   the file object still buffered is written out before the working directory is read
-  (:func:`flush_open_files`, called by the ``workdir_files`` capture), and again by the reducer.
+  (:func:`.workdir.flush_open_files`, called by the ``workdir_files`` capture), and again by the reducer.
 
   At resume the pickle loads *before* the capture extensions restore the working directory (on a
   new machine the file is not there yet). So while the pickle loads, an open file is made
@@ -61,7 +61,6 @@ import codecs
 import contextlib
 import ctypes
 import functools
-import gc
 import io
 import os
 import stat
@@ -72,13 +71,13 @@ from typing import Any, ClassVar, Final
 from portal.capture import _rebuild
 from portal.capture.extensions import workdir
 from portal.capture.pickler import std_stream_ref
+from portal.capture.restoring import after_restore
 from portal.core.errors import CapturePortalError
 from portal.core.specs import SerializerSpec
 
 __all__ = [
     "FileNotReopenedError",
     "closed_file",
-    "flush_open_files",
     "new_file",
     "reduce_file",
     "reopen_file",
@@ -88,7 +87,6 @@ __all__ = [
 
 _BUFFERED: Final = (io.BufferedReader, io.BufferedWriter, io.BufferedRandom)
 _MEMORY: Final = (io.BytesIO, io.StringIO)
-_WRITERS: Final = (io.BufferedWriter, io.BufferedRandom)
 #: The classes this module knows, most derived first; a program's subclass of one is carried as
 #: that class is, its own ``__dict__`` with it.
 _BASES: Final = (io.TextIOWrapper, *_BUFFERED, io.FileIO, *_MEMORY, io.BufferedRWPair)
@@ -515,46 +513,6 @@ def _closed_layers(obj: Any) -> list[tuple[Any, ...]]:
             raise _refuse(f"a closed file over a '{t.__module__}.{t.__qualname__}' cannot travel")
 
 
-def flush_open_files(root: str) -> None:
-    """Write out what the program's open files under ``root`` still buffer (text first, then the
-    binary buffers under it), so that the working directory, read next, holds it. Only when
-    Linux shows such a file open (``/proc/self/fd``) are the file objects looked for, among every
-    object the garbage collector tracks; elsewhere always. A file that fails to flush is left to
-    its reducer, which names it."""
-    fds = _fds_under(root)
-    if fds is not None and not fds:
-        return
-    texts: list[Any] = []
-    buffers: list[Any] = []
-    for obj in gc.get_objects():
-        # By the object's type only: isinstance() would ask arbitrary objects for their
-        # __class__, which some answer with side effects (a deprecation warning, a lazy import).
-        t = type(obj)
-        if issubclass(t, io.TextIOWrapper):
-            texts.append(obj)
-        elif issubclass(t, _WRITERS):
-            buffers.append(obj)
-    for obj in texts + buffers:
-        with contextlib.suppress(Exception):
-            if not obj.closed and obj.writable() and (fds is None or obj.fileno() in fds):
-                obj.flush()
-
-
-def _fds_under(root: str) -> set[int] | None:
-    """This process's file descriptors open on a path under ``root``; None if unknown."""
-    try:
-        names = os.listdir("/proc/self/fd")
-    except OSError:
-        return None
-    prefix = os.path.join(os.path.realpath(root), "")
-    fds = set()
-    for name in names:
-        with contextlib.suppress(OSError, ValueError):
-            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
-                fds.add(int(name))
-    return fds
-
-
 # -- load (the stored format) --------------------------------------------------------------------
 
 
@@ -581,8 +539,6 @@ def reopen_file(obj: Any, state: dict[str, Any]) -> None:
     (:func:`portal.capture.resume.after_restore`; at once outside a resume). The placeholder
     is for what the load itself does with the file: ``enumerate(f)`` or ``zip(f, g)`` on a
     paused frame's stack is rebuilt by calling ``iter(f)``, which an empty file refuses."""
-    from portal.capture.resume import after_restore
-
     _open_layer(obj, state, real=False)
     after_restore(functools.partial(_open_layer, obj, state, real=True))
 

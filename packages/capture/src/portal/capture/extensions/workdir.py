@@ -40,6 +40,8 @@ it continues. The spec lists "the files in the working directory" in what a chec
 from __future__ import annotations
 
 import contextlib
+import gc
+import io
 import mmap
 import os
 import pickle
@@ -66,6 +68,7 @@ __all__ = [
     "WorkdirFiles",
     "WorkdirReport",
     "WorkdirState",
+    "flush_open_files",
     "job_root",
     "portal_folders",
     "relocate",
@@ -547,8 +550,6 @@ class WorkdirState:
         # What the program wrote to its open files but still holds in their buffers is part of
         # them as it sees them: written out before the scan reads them (they are reopened at
         # resume at their positions, see extensions.files).
-        from portal.capture.extensions.files import flush_open_files
-
         flush_open_files(root)
         files, report = scan(root)
         self.last_report = report
@@ -581,3 +582,43 @@ def specs() -> list[CaptureExtensionSpec]:
             description="the files of the job's working directory (.portalignore leaves some out)",
         )
     ]
+
+
+def flush_open_files(root: str) -> None:
+    """Write out what the program's open files under ``root`` still buffer (text first, then the
+    binary buffers under it), so that the working directory, read next, holds it. Only when
+    Linux shows such a file open (``/proc/self/fd``) are the file objects looked for, among every
+    object the garbage collector tracks; elsewhere always. A file that fails to flush is left to
+    its reducer, which names it."""
+    fds = _fds_under(root)
+    if fds is not None and not fds:
+        return
+    texts: list[Any] = []
+    buffers: list[Any] = []
+    for obj in gc.get_objects():
+        # By the object's type only: isinstance() would ask arbitrary objects for their
+        # __class__, which some answer with side effects (a deprecation warning, a lazy import).
+        t = type(obj)
+        if issubclass(t, io.TextIOWrapper):
+            texts.append(obj)
+        elif issubclass(t, (io.BufferedWriter, io.BufferedRandom)):
+            buffers.append(obj)
+    for obj in texts + buffers:
+        with contextlib.suppress(Exception):
+            if not obj.closed and obj.writable() and (fds is None or obj.fileno() in fds):
+                obj.flush()
+
+
+def _fds_under(root: str) -> set[int] | None:
+    """This process's file descriptors open on a path under ``root``; None if unknown."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    prefix = os.path.join(os.path.realpath(root), "")
+    fds = set()
+    for name in names:
+        with contextlib.suppress(OSError, ValueError):
+            if os.readlink(f"/proc/self/fd/{name}").startswith(prefix):
+                fds.add(int(name))
+    return fds
