@@ -88,7 +88,7 @@ def test_a_large_directory_gets_one_note_naming_the_way_out(
     state.capture()
     err = capsys.readouterr().err
     assert err.count("portal: note: the working directory") == 1
-    assert "data/big.bin 65.5 KB" in err and str(tree / ".portalignore") in err
+    assert "data/big.bin 65.5 kB" in err and str(tree / ".portalignore") in err
     assert "lead outside the working directory and are not carried" in err
     assert "data/up, outside" in err or "outside, data/up" in err
 

@@ -130,7 +130,7 @@ def test_a_reclaimed_pool_is_listed_under_d5_with_when_it_is_back() -> None:
     d5 = plan.lines.index("D5 pools left out after a reclaim: 1")
     assert plan.lines[d5 + 1] == (
         "   would not use spot aws c7i.large (us-east-1): its pool reclaimed a machine, so it is "
-        "left out of new placements until 22:43 UTC"
+        "left out of new placements until 22:43:20 UTC"
     )
     assert plan.chosen != spot(C7I_LARGE, price=0.03)
     clock.advance(1800)

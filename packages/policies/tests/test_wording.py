@@ -38,11 +38,7 @@ def test_the_plan_says_it_under_d6_and_the_event_log_gets_the_event() -> None:
     assert [e.message for e in plan.events(at=1.0) if e.kind == "placement.skipped"] == [EVENT]
 
 
-def test_sizes_and_notices() -> None:
-    assert wording.size(12e9) == "12.0 GB"
-    assert wording.size(7_875_000_000) == "7.9 GB"
-    assert wording.size(512e6) == "512 MB"
-    assert wording.size(15_300) == "15.3 kB"
+def test_notices_and_prices() -> None:
     assert wording.notice(120.0) == "120 s" and wording.notice(25.5) == "25.5 s"
     assert wording.price(0.0893) == "$0.0893/h"
 

@@ -148,7 +148,7 @@ def test_the_bound_leaves_out_spot_with_the_spec_wording(
     plan = placing.plan(a_job(plane, tmp_path), PlacementRequest.from_flags("resume"), state)
     events = [e.message for e in plan.events(clock.now()) if e.kind == "placement.skipped"]
     assert (
-        "spot aws c7i.large (us-east-1) skipped: this job's state (12 MB, its checkpoint as "
+        "spot aws c7i.large (us-east-1) skipped: this job's state (12.0 MB, its checkpoint as "
         "stored) exceeds what its 120 s notice can save (about 55.0 kB)" in events
     )
     assert plan.chosen is not None and plan.chosen.capacity is CapacityClass.ON_DEMAND

@@ -214,7 +214,8 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
     store.gc("j", drop_incomplete=True)
     assert [r.state for r in store.list("j")] == [CheckpointState.COMPLETE]
     assert all(
-        k.startswith(checkpoint_prefix("j", second)) for k in store.objects.list("jobs/j/checkpoints/")
+        k.startswith(checkpoint_prefix("j", second))
+        for k in store.objects.list("jobs/j/checkpoints/")
     )
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.control import wording
 from portal.control.views import checkpoint_check_line
+from portal.core import units
 
 __all__ = ["banner", "overview"]
 
@@ -27,8 +27,8 @@ def overview(status: dict[str, Any], now: float) -> list[list[str]]:
         saved = "none complete"
     else:
         saved = (
-            f"{checkpoint['id']} ({wording.size(checkpoint['bytes'])}, "
-            f"{wording.clock_time(checkpoint['created_at'])})"
+            f"{checkpoint['id']} ({units.size(checkpoint['bytes'])}, "
+            f"{units.clock(checkpoint['created_at'])})"
         )
     return [
         ["State", status["state"]],

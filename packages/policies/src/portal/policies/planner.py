@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from portal.core import units
 from portal.core.domain import Decision, Event, Job, Offer, Verdict
 from portal.core.errors import InvalidArgumentError
 from portal.core.specs import PlacementContext, StateMeasure
@@ -272,5 +273,5 @@ class Planner:
             return f"{head}; not reclaimed, no notice"
         return (
             f"{head}; notice {wording.notice(bound.notice_s)}, can save about "
-            f"{wording.size(bound.bytes)}"
+            f"{units.size(bound.bytes)}"
         )

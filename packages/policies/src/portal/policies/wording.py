@@ -9,25 +9,12 @@ rates; every sentence about the state names the figure it used.
 
 from __future__ import annotations
 
-import time
-
 from portal.core.domain import Offer
 from portal.core.specs import StateMeasure
+from portal.core.units import clock, size
 from portal.policies.bound import Bound
 from portal.policies.measure import RESIDENT_MARGIN, Figure
 from portal.policies.sizing import SizeSource
-
-_GB = 1_000_000_000
-_MB = 1_000_000
-
-
-def size(n_bytes: float) -> str:
-    """``12.0 GB``; under a gigabyte, ``512 MB``; under a megabyte, ``15.3 kB`` (never ``0 MB``)."""
-    if n_bytes >= _GB:
-        return f"{n_bytes / _GB:.1f} GB"
-    if n_bytes >= _MB:
-        return f"{n_bytes / _MB:.0f} MB"
-    return f"{n_bytes / 1000:.1f} kB"
 
 
 def notice(seconds: float) -> str:
@@ -37,11 +24,6 @@ def notice(seconds: float) -> str:
 
 def price(per_hour: float) -> str:
     return f"${per_hour:.4f}/h"
-
-
-def clock_time(at: float) -> str:
-    """``14:05 UTC``: when an exclusion ends, as a plan shows it."""
-    return time.strftime("%H:%M UTC", time.gmtime(at))
 
 
 def state(measure: StateMeasure) -> str:
@@ -188,7 +170,7 @@ def kept_no_fit(current: Offer, measure: StateMeasure, bound: Bound) -> str:
 
 
 def excluded(until: float | None) -> str:
-    when = f" until {clock_time(until)}" if until is not None else " for 30 minutes"
+    when = f" until {clock(until)}" if until is not None else " for 30 minutes"
     return f"its pool reclaimed a machine, so it is left out of new placements{when}"
 
 

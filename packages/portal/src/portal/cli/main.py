@@ -26,6 +26,7 @@ from portal.control import silence, wording
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.plane import ControlPlane
 from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
+from portal.core import units
 from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
@@ -150,7 +151,7 @@ class Cli:
     def _plan_lines(self, job: Job, ref: Any, *, no_spot: bool) -> list[str]:
         return [
             f"D1 resume job {job.id}" + (" --no-spot" if no_spot else ""),
-            f"D2 state: {wording.size(ref.size_bytes)}, its checkpoint as stored "
+            f"D2 state: {units.size(ref.size_bytes)}, its checkpoint as stored "
             f"({ref.checkpoint_id})",
             "D3 offers considered: this machine (local, on-demand); no cloud offers installed",
             "D8 would resume on this machine (local, on-demand: no notice to fit)",
@@ -234,8 +235,8 @@ class Cli:
         ckpt = data["last_checkpoint"]
         if ckpt:
             print(
-                f"checkpoint {ckpt['id']} ({wording.size(ckpt['bytes'])}, "
-                f"{wording.clock_time(ckpt['created_at'])})"
+                f"checkpoint {ckpt['id']} ({units.size(ckpt['bytes'])}, "
+                f"{units.clock(ckpt['created_at'])})"
             )
         else:
             print("checkpoint none complete")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from portal.control import wording
+from portal.core import units
 
 __all__ = ["ProgressLine"]
 
@@ -38,9 +38,9 @@ class ProgressLine:
         share = min(1.0, done / total) if total else 0.0
         filled = int(share * _WIDTH)
         bar = "#" * filled + "-" * (_WIDTH - filled)
-        parts = [wording.size(done) + (f" of {wording.size(total)}" if total else "")]
+        parts = [units.size(done) + (f" of {units.size(total)}" if total else "")]
         if data.get("rate_bps"):
-            parts.append(f"{wording.size(float(data['rate_bps']))}/s")
+            parts.append(f"{units.size(float(data['rate_bps']))}/s")
         if data.get("eta_s") is not None:
             parts.append(f"{float(data['eta_s']):.0f} s left")
         text = f"portal: uploading [{bar}] {share:4.0%} {', '.join(parts)}"

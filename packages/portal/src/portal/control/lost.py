@@ -17,10 +17,11 @@ This module is pure: it takes the facts and the time, so it is tested without sl
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import attrs
+
+from portal.core.units import clock
 
 __all__ = ["LostAssessment", "LostJobRules", "ProviderCheck"]
 
@@ -39,10 +40,6 @@ class LostAssessment:
     silent: bool
     waiting_for: str  # what Portal waits for (empty when lost or when the node is heard)
     declare_after: float | None = None  # earliest time the loss could be declared
-
-
-def _clock_time(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.gmtime(t)) + " UTC"
 
 
 @attrs.frozen(kw_only=True)
@@ -66,16 +63,16 @@ class LostJobRules:
         silence = now - last_heard
         if silence < self.silent_after_s:
             return LostAssessment(lost=False, silent=False, waiting_for="")
-        heard = f"its node was last heard at {_clock_time(last_heard)} ({silence / 60:.0f} min ago)"
+        heard = f"its node was last heard at {clock(last_heard)} ({silence / 60:.0f} min ago)"
         earliest = (
             notice_deadline + self.past_deadline_s
             if notice_deadline is not None
             else last_heard + self.min_silence_s
         )
         if notice_deadline is None:
-            time_rule = f"10 minutes of silence (until {_clock_time(earliest)})"
+            time_rule = f"10 minutes of silence (until {clock(earliest)})"
         else:
-            time_rule = f"2 minutes past its notice's deadline (until {_clock_time(earliest)})"
+            time_rule = f"2 minutes past its notice's deadline (until {clock(earliest)})"
 
         # Only checks made while the node was already silent count, newest last.
         silent_checks = [c for c in sorted(checks, key=lambda c: c.at) if c.at > last_heard]

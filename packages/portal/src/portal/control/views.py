@@ -13,11 +13,12 @@ import codecs
 from collections.abc import Sequence
 from typing import Any
 
-from portal.control import silence, wording
+from portal.control import silence
 from portal.control.carry import CARRY_EVENTS, carry_state
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
+from portal.core import units
 from portal.core.domain import CheckpointState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError
 
@@ -366,20 +367,20 @@ def explain_lines(explained: dict[str, Any]) -> list[str]:
     if not notices:
         lines.append("  no notice so far")
     for index, notice in enumerate(notices, start=1):
-        lines.append(f"notice {index} at {wording.clock_time(notice['at'])}: {notice['message']}")
+        lines.append(f"notice {index} at {units.clock(notice['at'])}: {notice['message']}")
         lines.append(
             f"  figures: provider {notice['provider']}, source {notice['source']}, notice "
-            f"{notice['notice_s']:.0f} s, deadline {wording.clock_time(notice['deadline'])}"
+            f"{notice['notice_s']:.0f} s, deadline {units.clock(notice['deadline'])}"
         )
         for decision in notice["decisions"]:
             lines.append(
-                f"  {wording.clock_time(decision['at'])} {decision['kind']}: {decision['message']}"
+                f"  {units.clock(decision['at'])} {decision['kind']}: {decision['message']}"
             )
     checks = explained["checkpoint_check"]
     lines.append(f"checkpoint check: {len(checks)} decision(s)")
     for check in checks:
         lines.append(
-            f"  {check['decision']} ({check['policy']}) at {wording.clock_time(check['at'])}, "
+            f"  {check['decision']} ({check['policy']}) at {units.clock(check['at'])}, "
             f"{check['kind']}: {check['message']}"
         )
     placement = explained.get("placement", [])
@@ -388,7 +389,7 @@ def explain_lines(explained: dict[str, Any]) -> list[str]:
         for decision in placement:
             lines.append(
                 f"  {decision['decision']} (policy {decision['policy']}) at "
-                f"{wording.clock_time(decision['at'])}, {decision['kind']}: {decision['message']}"
+                f"{units.clock(decision['at'])}, {decision['kind']}: {decision['message']}"
             )
     return lines
 

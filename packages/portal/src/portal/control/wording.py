@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from portal.core.domain import Job, Notice
+from portal.core.units import clock, size
 from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
@@ -45,19 +45,6 @@ __all__ = [
 ]
 
 
-def clock_time(t: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t))
-
-
-def size(n: float) -> str:
-    """Bytes as people read them (10^3 steps, like the spec's "12.0 GB")."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    raise AssertionError("unreachable")
-
-
 def resume_hint(job: Job) -> str:
     return f"portal resume {job.name or job.id}"
 
@@ -73,7 +60,7 @@ def started(attempt: int, pid: int) -> str:
 def notice(n: Notice, now: float) -> str:
     return (
         f"notice from {n.provider} ({n.source}, {n.kind}): the machine goes at "
-        f"{clock_time(n.deadline)}, in {n.remaining_s(now):.0f} s"
+        f"{clock(n.deadline)}, in {n.remaining_s(now):.0f} s"
     )
 
 
@@ -90,15 +77,15 @@ def rebalance(n: Notice, now: float) -> str:
 
 def pausing(deadline: float, machine_deadline: float) -> str:
     return (
-        f"pausing at the next safe point, by {clock_time(deadline)}; the rest of the notice "
-        f"(until {clock_time(machine_deadline)}) is kept for saving and uploading"
+        f"pausing at the next safe point, by {clock(deadline)}; the rest of the notice "
+        f"(until {clock(machine_deadline)}) is kept for saving and uploading"
     )
 
 
 def pause_waiting(deadline: float) -> str:
     return (
         "the job's process is still starting (restoring its state): the pause is asked the "
-        f"moment it listens, by {clock_time(deadline)}"
+        f"moment it listens, by {clock(deadline)}"
     )
 
 
@@ -152,7 +139,7 @@ def upload_progress(progress: Any) -> str:
 
 def reported_late(since: float, now: float, kept: int) -> str:
     return (
-        f"the control plane could not be reached from {clock_time(since)} to {clock_time(now)}: "
+        f"the control plane could not be reached from {clock(since)} to {clock(now)}: "
         f"the node carried on alone and kept {kept} report(s), recorded now with their own "
         "times"
     )
@@ -345,7 +332,7 @@ def periodic_failed(why: str, every_s: float) -> str:
 def resumes_from_periodic(checkpoint_id: str, taken_at: float, attempt: int) -> str:
     return (
         f"attempt {attempt} was lost without notice: resuming from the periodic checkpoint "
-        f"{checkpoint_id} taken at {clock_time(taken_at)}; the work done since then is done again"
+        f"{checkpoint_id} taken at {clock(taken_at)}; the work done since then is done again"
     )
 
 

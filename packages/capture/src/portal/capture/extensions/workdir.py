@@ -56,6 +56,7 @@ from typing import Any, ClassVar, Final, Literal, NamedTuple
 import pathspec
 
 from portal.capture.notes import note_on_restore
+from portal.core import units
 from portal.core.errors import CapturePortalError
 from portal.core.specs import CaptureExtensionSpec
 
@@ -338,20 +339,11 @@ def _walk(
         pending.extend(reversed(subdirs))
 
 
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    raise AssertionError("unreachable")
-
-
 def large_note(root: str, report: WorkdirReport) -> str:
     """The note for a large working directory: the total, the biggest files, the way out."""
-    biggest = ", ".join(f"{path} {_human(size)}" for path, size in report.biggest)
+    biggest = ", ".join(f"{path} {units.size(size)}" for path, size in report.biggest)
     return (
-        f"portal: note: the working directory {root} holds {_human(report.total_bytes)} in "
+        f"portal: note: the working directory {root} holds {units.size(report.total_bytes)} in "
         f"{report.files} files, carried with every checkpoint (biggest: {biggest}); list what "
         f"need not travel in {os.path.join(root, IGNORE_FILE)} (gitignore syntax)"
     )

@@ -1,0 +1,36 @@
+"""How every message writes a quantity: byte sizes, rates and clock times, one way each.
+
+An event, a plan line and a status line about one state must agree to the letter ("12.0 GB" in
+the one is "12.0 GB" in the others), so every wording module formats through these, and a test
+that reads one message can compare it with another.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["clock", "rate", "size"]
+
+_UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
+
+
+def size(n_bytes: float) -> str:
+    """Bytes in powers of 1000, as the spec writes them: ``512 B``, ``15.3 kB``, ``512.0 MB``,
+    ``12.0 GB``; one decimal from kB up, so that two sizes of one kind compare at a glance."""
+    n = float(n_bytes)
+    for unit in _UNITS:
+        if abs(n) < 999.95 or unit == _UNITS[-1]:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError("unreachable")
+
+
+def rate(bytes_per_s: float) -> str:
+    """``25.0 MB/s``."""
+    return f"{size(bytes_per_s)}/s"
+
+
+def clock(at: float) -> str:
+    """A moment as ``14:05:03 UTC``: the node, the control plane and the user may be in three
+    time zones, and a deadline must read the same on each of them."""
+    return time.strftime("%H:%M:%S UTC", time.gmtime(at))
