@@ -74,6 +74,40 @@ def test_paused_twice_resumed_twice(portal: PortalCli) -> None:
     assert portal("logs", job).stdout == expected
 
 
+def test_a_job_whose_folder_is_gone_is_refused_then_resumes_in_the_folder_it_is_given(
+    portal: PortalCli,
+) -> None:
+    """Its files travel with the checkpoint: a moved or deleted folder is no lost job. The
+    refusal changes nothing (no attempt, still suspended); ``--workdir`` moves it for good."""
+    expected = portal.plain("count.py", "3")
+    job = portal("run", "--detach", "--name", "moved", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 1 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    gone = portal.workdir
+    portal.workdir = gone.rename(gone.with_name("moved-away"))  # the user moved it
+
+    refused = portal("resume", "moved")
+    assert refused.returncode == 64, refused.stderr
+    assert refused.stderr.strip() == (
+        f"portal: job {job}'s working directory {gone} is gone (moved or deleted); its files "
+        "travel with the checkpoint, so it can resume in another: `portal resume moved "
+        "--workdir DIR` (DIR is made if missing), or put the directory back. The job stays "
+        "suspended [WORKDIR_GONE]"
+    )
+    status = json.loads(portal("status", job, "--json").stdout)
+    assert status["state"] == "suspended" and len(status["attempts"]) == 1
+
+    new = portal.workdir.parent / "fresh" / "w"
+    resumed = portal("resume", "moved", "--workdir", str(new))
+    assert resumed.returncode == 0, resumed.stderr
+    assert portal("logs", job).stdout == expected
+    assert (new / "count.py").read_text() == (portal.workdir / "count.py").read_text()
+    status = json.loads(portal("status", job, "--json").stdout)
+    assert status["state"] == "done" and status["workdir"] == str(new)
+    assert [a["state"] for a in status["attempts"]] == ["suspended", "exited"]
+
+
 def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
     portal: PortalCli,
 ) -> None:

@@ -30,7 +30,7 @@ from portal.core import units
 from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
-from portal.node.launch import launch_node
+from portal.node.launch import NodeStartError, launch_node, resume_workdir
 from portal.node.periodic import CHECKPOINT_EVERY_FLAG as _CHECKPOINT_EVERY_FLAG
 from portal.node.periodic import checkpoint_every_option, note_periodic_resume
 
@@ -103,6 +103,11 @@ class Cli:
         if (options.gpu or options.on) and not placement.enabled:
             what = f"--gpu {options.gpu}" if options.gpu else f"--on {options.on}"
             raise local_only(what, options.job)
+        if options.workdir is not None and placement.enabled:
+            raise InvalidArgumentError(
+                f"--workdir {options.workdir}: a simulated machine runs the job in a directory of "
+                "its own; --workdir is for a resume on this machine"
+            )
         checkpoint_every_option(options.checkpoint_every)
         # A lost job (its machine gone without notice) resumes too, from its last complete
         # checkpoint: a periodic one, typically.
@@ -133,6 +138,7 @@ class Cli:
             for line in self._plan_lines(job, ref, no_spot=options.no_spot):
                 print(line)
             return 0
+        resume_workdir(self.plane, job, options.workdir, options.job)  # refused: nothing changed
         self.plane.set_state(job.id, JobState.RUNNING, expect=resumable)
         note_periodic_resume(self.plane, self.store, job, ref)
         self.plane.record(
@@ -141,7 +147,14 @@ class Cli:
             f"resuming from checkpoint {ref.checkpoint_id} on this machine (local, on-demand)",
             checkpoint=ref.checkpoint_id,
         )
-        attempt = self._spawn_node(job, resume_from=ref.checkpoint_id)
+        try:
+            attempt = self._spawn_node(job, resume_from=ref.checkpoint_id)
+        except NodeStartError as exc:
+            self.plane.set_state(job.id, job.state, expect=[JobState.RUNNING])
+            self.plane.record(
+                job.id, "resume-failed", f"{exc}; the job stays {job.state}", error=exc.to_dict()
+            )
+            raise
         if options.detach:
             print(job.id, flush=True)
             return 0
@@ -482,6 +495,12 @@ def _parser() -> argparse.ArgumentParser:
         "--checkpoint",
         metavar="ID",
         help="resume from this complete checkpoint, not the last one (`portal status` lists them)",
+    )
+    resume.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="run the job in DIR from now on (its files come with the checkpoint; made if "
+        "missing): for a job whose directory was moved or deleted",
     )
     notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
     notice.add_argument("job", metavar="JOB")
