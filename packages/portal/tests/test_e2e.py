@@ -108,6 +108,32 @@ def test_a_job_whose_folder_is_gone_is_refused_then_resumes_in_the_folder_it_is_
     assert [a["state"] for a in status["attempts"]] == ["suspended", "exited"]
 
 
+def test_a_moved_store_is_named_and_found_again_through_the_storage_url(
+    portal: PortalCli,
+) -> None:
+    expected = portal.plain("count.py", "3")
+    job = portal("run", "--detach", "--name", "stored", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 1 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    recorded = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    store = portal.home / "store"
+    moved = store.rename(portal.home.parent / "moved-store")
+
+    refused = portal("resume", "stored")
+    assert refused.returncode == 64, refused.stderr
+    assert (
+        f"the store {store.as_uri()} holds no checkpoint of job {job}, though its checkpoint "
+        f"{recorded} was stored there: the store may have moved"
+    ) in refused.stderr
+    assert "Point PORTAL_STORAGE_URL at where the job's checkpoints are now" in refused.stderr
+    assert portal.state(job) == "suspended"
+
+    portal.env["PORTAL_STORAGE_URL"] = moved.as_uri()
+    assert portal("resume", "stored").returncode == 0
+    assert portal("logs", job).stdout == expected
+
+
 def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
     portal: PortalCli,
 ) -> None:

@@ -51,12 +51,20 @@ def resume_point(
             )
         return complete[chosen]
     latest = store.latest_complete(job.id)
+    recorded = recorded_checkpoint(plane, job.id)
+    if latest is None and recorded is not None and not store.list(job.id):
+        raise InvalidArgumentError(
+            f"the store {store.url} holds no checkpoint of job {job.id}, though its checkpoint "
+            f"{recorded} was stored there: the store may have moved, or be another one than "
+            "the job's. Point PORTAL_STORAGE_URL at where the job's checkpoints are now, and "
+            "resume again",
+            details={"job": job.id, "recorded": recorded, "store": store.url},
+        )
     if latest is None:
         raise InvalidArgumentError(
             f"job {job.id} has no complete checkpoint to resume from; `portal status "
             f"{ref}` lists what it has"
         )
-    recorded = recorded_checkpoint(plane, job.id)
     if recorded is None or recorded == latest.checkpoint_id:
         return latest
     if recorded in complete:
