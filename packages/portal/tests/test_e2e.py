@@ -322,6 +322,26 @@ def test_concurrent_cli_calls(portal: PortalCli) -> None:
     assert all(job in listing for job in jobs)
 
 
+def test_of_two_resumes_at_once_one_runs_and_the_other_is_told_why_in_the_same_words(
+    portal: PortalCli,
+) -> None:
+    """Whether the loser saw the job running or lost the race to change its state, it gets one
+    code and one sentence."""
+    expected = portal.plain("count.py", "3")
+    job = portal("run", "--detach", "--name", "race", "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 1 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda _: portal("resume", "--detach", "race"), range(2)))
+    assert sorted(r.returncode for r in results) == [0, 64], [r.stderr for r in results]
+    loser = next(r for r in results if r.returncode)
+    assert loser.stderr.startswith(f"portal: job {job} is running, not suspended: only a ")
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "done"
+    assert portal("logs", job).stdout == expected
+    assert len(json.loads(portal("status", job, "--json").stdout)["attempts"]) == 2
+
+
 def test_bad_inputs_are_clear(portal: PortalCli) -> None:
     missing = portal("run", "nope.py")
     assert missing.returncode == 64 and "script 'nope.py' not found" in missing.stderr

@@ -25,6 +25,7 @@ from portal.cli.resume_point import resume_point
 from portal.control import silence, wording
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.plane import ControlPlane
+from portal.control.store import JobStateConflictError
 from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
 from portal.core import units
 from portal.core.builtin.local_notices import deliver_notice
@@ -116,16 +117,7 @@ class Cli:
         if job.state in ended and options.checkpoint:
             resumable.append(job.state)  # a checkpoint the user names: their choice, said below
         elif job.state not in resumable:
-            also = (
-                f"; a {job.state} job resumes from a checkpoint you name: `portal resume "
-                f"{options.job} --checkpoint ID` (`portal status` lists them)"
-                if job.state in ended
-                else ""
-            )
-            raise InvalidArgumentError(
-                f"job {job.id} is {job.state}, not suspended: only a suspended job resumes "
-                f"(`portal status` shows its state){also}"
-            )
+            raise _not_resumable(job.id, job.state, options.job)
         ref = resume_point(self.plane, self.store, job, options.checkpoint, options.job)
         if job.state in ended:
             note(
@@ -139,7 +131,10 @@ class Cli:
                 print(line)
             return 0
         resume_workdir(self.plane, job, options.workdir, options.job)  # refused: nothing changed
-        self.plane.set_state(job.id, JobState.RUNNING, expect=resumable)
+        try:
+            self.plane.set_state(job.id, JobState.RUNNING, expect=resumable)
+        except JobStateConflictError:  # another resume (or a node) changed it meanwhile
+            raise _not_resumable(job.id, self.plane.job(job.id).state, options.job) from None
         note_periodic_resume(self.plane, self.store, job, ref)
         self.plane.record(
             job.id,
@@ -546,6 +541,21 @@ def _server_main(argv: list[str]) -> int:
         note(f"{exc} [{exc.code}]")
         return EXIT_USAGE
     return int(importlib.import_module("portal.server.cli").main(argv))
+
+
+def _not_resumable(job_id: str, state: JobState, ref: str) -> InvalidArgumentError:
+    """Why a job in ``state`` does not resume: the same words whether the CLI saw the state
+    itself or lost a race to another resume that changed it first."""
+    also = (
+        f"; a {state} job resumes from a checkpoint you name: `portal resume {ref} --checkpoint "
+        "ID` (`portal status` lists them)"
+        if state in (JobState.FAILED, JobState.CANCELLED)
+        else ""
+    )
+    return InvalidArgumentError(
+        f"job {job_id} is {state}, not suspended: only a suspended job resumes "
+        f"(`portal status` shows its state){also}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
