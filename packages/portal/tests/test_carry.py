@@ -26,7 +26,9 @@ def events(portal: PortalCli, job: str) -> list[dict[str, Any]]:
     return [{**dict(r), "data": json.loads(r["data"] or "{}")} for r in rows]
 
 
-def wait_carry(portal: PortalCli, job: str, key: str, timeout: float = 20) -> dict[str, Any]:
+def wait_carry(portal: PortalCli, job: str, key: str, timeout: float = 60) -> dict[str, Any]:
+    """The job's carry state once it has ``key``. Generous: the first test of a fresh session
+    starts its CLI, node and runtime with cold caches, on a machine CI may be loading."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         state = carry(portal, job)
@@ -39,7 +41,12 @@ def wait_carry(portal: PortalCli, job: str, key: str, timeout: float = 20) -> di
 def test_a_digest_in_a_global_is_warned_in_the_specs_words(portal: PortalCli) -> None:
     portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.5"
     run = portal.start("run", "--name", "digest", "holds_digest.py")
-    state = wait_carry(portal, "digest", "warning")
+    try:
+        state = wait_carry(portal, "digest", "warning")
+    except AssertionError:
+        run.kill()
+        run.communicate()
+        raise
     assert state["ok"] is False and state["blocked"] is None
     assert [p["name"] for p in state["problems"]] == ["digest"]
     where = state["problems"][0]["where"]
