@@ -3,7 +3,9 @@
 Attached ``run``/``resume`` pass the program's stdout to stdout and its stderr to stderr,
 unchanged; Portal's own notes go to stderr only, prefixed ``portal:``. Exit status: the
 script's own; 75 when the job was suspended (resume it later); 64 for a usage error Portal
-explains; 69 when Portal itself failed (its error code is printed).
+explains; 69 when Portal itself failed (its error code is printed); 70 for a bug in Portal. No
+input prints a Python traceback: :func:`main` is the one error boundary (``PORTAL_DEBUG=1``
+shows the traceback of a bug).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
@@ -40,6 +42,7 @@ __all__ = ["main"]
 EXIT_SUSPENDED = 75
 EXIT_USAGE = 64
 EXIT_PORTAL = 69
+EXIT_SOFTWARE = 70  # EX_SOFTWARE: a bug in Portal itself
 
 
 def note(text: str) -> None:
@@ -90,8 +93,15 @@ class Cli:
             name=options.name,
             memory_gib=options.memory,
         )
-        self.store.create_job_key(job.id)
-        attempt = self._spawn_node(job, resume_from=None)
+        try:
+            self.store.create_job_key(job.id)
+            attempt = self._spawn_node(job, resume_from=None)
+        except BaseException as exc:  # nothing runs: the job must not look as if it did
+            self.plane.set_state(job.id, JobState.FAILED)
+            self.plane.record(
+                job.id, "start-failed", f"job {job.id} did not start: {type(exc).__name__}: {exc}"
+            )
+            raise
         if options.detach:
             print(job.id, flush=True)
             return 0
@@ -453,8 +463,17 @@ def _memory_gib(text: str) -> float:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error's exit status Portal's (64, like every usage error) rather
+    than argparse's 2, and its message in Portal's form."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"portal: {message} [INVALID_ARGUMENT]\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="portal",
         description="Keep long-running Python jobs alive across preemptions: run, suspend at a "
         "notice, resume.",
@@ -575,6 +594,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         note("interrupted; the job goes on (see `portal jobs`)")
         return 130
+    except BrokenPipeError:
+        # The reader went away (`portal logs JOB | head`): what it read is what it wanted.
+        # Python would complain at exit flushing stdout again; point stdout at nothing first.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except UnicodeError as exc:
+        what = getattr(exc, "object", b"")[:60]
+        note(
+            f"a name or file is not valid UTF-8 text ({getattr(exc, 'reason', exc)}, in "
+            f"{what!r}): Portal keeps names as text; rename it [INVALID_ARGUMENT]"
+        )
+        return EXIT_USAGE
+    except ValueError as exc:  # a value the domain refuses, with its own words
+        note(f"{exc} [INVALID_ARGUMENT]")
+        return EXIT_USAGE
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        note(
+            f"cannot use{where}: {exc.strerror or exc}. Check that the path exists and this "
+            "user may use it (PORTAL_HOME, the job's directory, the store) [OS_ERROR]"
+        )
+        return EXIT_PORTAL
+    except Exception as exc:
+        if os.environ.get("PORTAL_DEBUG"):
+            raise
+        note(
+            f"internal error ({type(exc).__name__}: {exc}): this is a bug in Portal, not in "
+            "your job; run the command again with PORTAL_DEBUG=1 to see where, and report it "
+            "[INTERNAL]"
+        )
+        return EXIT_SOFTWARE
 
 
 if __name__ == "__main__":

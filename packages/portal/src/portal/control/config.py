@@ -52,6 +52,11 @@ def _read_config(path: Path) -> tuple[str | None, str | None]:
             f"cannot read {path} ({why.strerror}): fix its permissions, or remove it",
             details={"file": str(path)},
         ) from None
+    except UnicodeDecodeError:
+        raise InvalidSettingError(
+            f"{path} is not text (not UTF-8): a config.toml holds TOML; fix it, or remove it",
+            details={"file": str(path)},
+        ) from None
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as why:

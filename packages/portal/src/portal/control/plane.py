@@ -17,6 +17,7 @@ from portal.control.select import open_control_store
 from portal.control.store import new_job_id
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Event, Job, JobState
+from portal.core.errors import InvalidSettingError
 from portal.core.plugins import Plugins
 from portal.core.settings import Settings
 
@@ -64,7 +65,14 @@ class ControlPlane:
         self.settings = settings or Settings.load()
         self.clock = clock
         self.home = self.settings.home
-        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as why:
+            raise InvalidSettingError(
+                f"PORTAL_HOME {self.home} cannot be used: {why.strerror or why}. Set PORTAL_HOME "
+                "to a directory this user may write (default ~/.portal)",
+                details={"setting": "home", "value": str(self.home)},
+            ) from None
         self.store = open_control_store(self.settings, busy_timeout_s=busy_timeout_s)
         self._plugins = plugins
 

@@ -21,6 +21,7 @@ from portal.core.domain import Attempt, AttemptState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 
 __all__ = [
+    "ControlDatabaseDamagedError",
     "ControlStore",
     "JobNotFoundError",
     "JobStateConflictError",
@@ -35,6 +36,10 @@ class JobNotFoundError(PortalError):
 
 class JobStateConflictError(PortalError):
     code: ClassVar[str] = "JOB_STATE_CONFLICT"
+
+
+class ControlDatabaseDamagedError(PortalError):
+    code: ClassVar[str] = "CONTROL_DATABASE_DAMAGED"
 
 
 def new_job_id() -> str:
@@ -151,7 +156,16 @@ class SqliteControlStore:
         self.timeout = timeout
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        self._conn().executescript(_SCHEMA)  # idempotent; executescript commits on its own
+        try:
+            self._conn().executescript(_SCHEMA)  # idempotent; executescript commits on its own
+        except sqlite3.DatabaseError as why:
+            self.close()
+            raise ControlDatabaseDamagedError(
+                f"the control plane's database {self.path} cannot be used ({why}): it is "
+                "damaged, or another file took its name. Move it aside and Portal starts a new "
+                "one (the jobs it held are then unknown here; their checkpoints stay in the store)",
+                details={"file": str(self.path)},
+            ) from None
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

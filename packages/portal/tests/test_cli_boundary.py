@@ -1,0 +1,185 @@
+"""The CLI's one error boundary: no input prints a traceback; every refusal says what, why and
+the way out, with a usage (64), Portal (69) or bug (70) exit status.
+
+The named cases are the inputs a hostile or careless user tried (issue "Let no one in", item 8)
+through the real CLI in subprocesses; the fuzz drives :func:`portal.cli.main.main` in process
+with arbitrary arguments to every command that returns on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PortalCli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from portal.cli.main import main
+
+ALLOWED = {0, 64, 65, 69, 70, 75}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--name", "../../x", "exits.py", "0"], "job name '../../x' is not valid"),
+        (["run", "--name", "a b", "exits.py", "0"], "job name 'a b' is not valid"),
+        (["run", "--name", "", "exits.py", "0"], "job name '' is not valid"),
+        (["run", "--name", "x" * 5000, "exits.py", "0"], "is not valid: use 1-63 letters"),
+        (["run", "--name", "ok\n", "exits.py", "0"], "is not valid"),
+        (["status", "no-such-job"], "portal jobs"),
+        (["bogus"], "invalid choice: 'bogus'"),
+        (["run"], "the following arguments are required: SCRIPT"),
+    ],
+)
+def test_bad_arguments_are_refused_in_words_and_leave_no_job(
+    portal: PortalCli, args: list[str], said: str
+) -> None:
+    done = portal(*args)
+    assert done.returncode in {64, 69}, done.stderr
+    assert "Traceback" not in done.stderr and said in done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("portal: ")
+    assert portal("jobs").stdout.count("\n") <= 1  # the header at most: nothing was created
+
+
+def test_a_script_name_that_is_not_text_is_refused_by_name(portal: PortalCli) -> None:
+    name = os.fsdecode(b"b\xffd.py")
+    (portal.workdir / name).write_text("print('hi')\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "run", name],
+        cwd=portal.workdir,
+        env=portal.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 64 and "Traceback" not in done.stderr
+    assert "is not valid UTF-8 text" in done.stderr and "rename it" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("prepare", "said", "code"),
+    [
+        (
+            lambda home: (home.parent / "file").write_text("") or home.parent / "file" / "h",
+            "cannot be used: Not a directory. Set PORTAL_HOME",
+            64,
+        ),
+        (
+            lambda home: Path("/proc/portal-home"),
+            "PORTAL_HOME /proc/portal-home cannot be used",
+            64,
+        ),
+        (
+            lambda home: _home_with(home, "config.toml", os.urandom(300) + b"\xff"),
+            "config.toml is not text (not UTF-8)",
+            64,
+        ),
+        (lambda home: _home_with(home, "config.toml", b"[[[ not toml"), "is not valid TOML", 64),
+        (lambda home: _home_with(home, "portal.db", b"\x00garbage" * 500), "database", 69),
+    ],
+    ids=["home-under-a-file", "home-in-proc", "binary-config", "bad-toml", "garbage-db"],
+)
+def test_a_home_portal_cannot_use_is_named_with_the_way_out(
+    portal: PortalCli, prepare: object, said: str, code: int
+) -> None:
+    home = prepare(portal.home)  # type: ignore[operator]
+    portal.env["PORTAL_HOME"] = str(home)
+    done = portal("jobs")
+    assert done.returncode == code, done.stderr
+    assert "Traceback" not in done.stderr and said in done.stderr
+
+
+def _home_with(home: Path, name: str, data: bytes) -> Path:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / name).write_bytes(data)
+    return home
+
+
+def test_a_reader_that_goes_away_is_no_error(portal: PortalCli) -> None:
+    for _ in range(3):
+        portal("run", "--detach", "exits.py", "0")
+    reader = subprocess.Popen(
+        f"{sys.executable} -m portal.cli jobs | head -c 1",
+        shell=True,
+        cwd=portal.workdir,
+        env=portal.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _, err = reader.communicate(timeout=60)
+    assert "Traceback" not in err and "Broken pipe" not in err
+
+
+_TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs",)) | st.sampled_from("./-_ \n\t'\"$*"),
+    max_size=40,
+)
+_ARG = _TEXT | st.sampled_from(
+    [
+        "--detach",
+        "--json",
+        "--name",
+        "--memory",
+        "--checkpoint",
+        "--checkpoint-every",
+        "--on",
+        "--gpu",
+        "--no-spot",
+        "--plan",
+        "--seconds",
+        "--timeout",
+        "--workdir",
+        "-1",
+        "0",
+        "1e309",
+        "nan",
+        "auto",
+        "off",
+        "10m",
+        "j-0123456789",
+        "exits.py",
+        "../..",
+        "/",
+        "",
+    ]
+)
+#: The commands that return on their own (console, mcp and server serve until stopped).
+_COMMANDS = st.sampled_from(
+    ["run", "resume", "notice", "status", "wait", "logs", "explain", "jobs", "move", "cancel"]
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("PORTAL_FUZZ_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(command=_COMMANDS, args=st.lists(_ARG, max_size=5))
+def test_no_arguments_reach_a_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    args: list[str],
+) -> None:
+    monkeypatch.setenv("PORTAL_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    if command == "wait":
+        args = [*args, "--timeout", "0.05"]
+    if command == "run":
+        args = ["--detach", *args]  # a script that does start is not followed
+    try:
+        code = main([command, *args])
+    except SystemExit as exit_:  # argparse's own: --help (0) or a usage error (64)
+        code = exit_.code if isinstance(exit_.code, int) else 0
+    err = capsys.readouterr().err
+    assert code in ALLOWED - {70}, (command, args, err)  # 70 is the boundary catching a bug
+    assert "Traceback" not in err
+    if code in {64, 69, 70}:
+        assert "portal: " in err, (command, args, err)
