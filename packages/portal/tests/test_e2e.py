@@ -169,6 +169,87 @@ def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
     assert logs.endswith(expected.splitlines(keepends=True)[-1])  # it ran to its end
 
 
+def _paused_twice(portal: PortalCli, name: str) -> tuple[str, str, str, set[Any]]:
+    """A job suspended twice: its id, its first and second checkpoints, and the packs the
+    first one left (what the second added is the rest)."""
+    job = portal("run", "--detach", "--name", name, "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    packs = portal.home / "store" / "jobs" / job / "packs"
+    before = set(packs.rglob("*"))
+    portal("resume", "--detach", job)
+    portal.wait_for_output(job, "step 30 ")
+    portal("notice", job, "--seconds", "30")
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    second = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
+    assert second != first
+    return job, first, second, before
+
+
+def _flip(path: Any, at: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_damaged_last_manifest_is_named_and_an_earlier_checkpoint_taken_only_when_asked(
+    portal: PortalCli,
+) -> None:
+    expected = portal.plain("count.py", "3")
+    job, first, second, _ = _paused_twice(portal, "manifest")
+    _flip(portal.home / "store" / "jobs" / job / "checkpoints" / second / "manifest", 40)
+
+    status = json.loads(portal("status", job, "--json").stdout)
+    assert status["last_checkpoint"]["id"] == first
+    (bad,) = status["damaged_checkpoints"]
+    assert bad["id"] == second and bad["state"] == "damaged" and bad["why"]
+    assert f"  {second}: damaged, not resumable (" in portal("status", job).stdout
+
+    refused = portal("resume", "manifest")
+    assert refused.returncode == 64, refused.stderr
+    said = refused.stderr
+    assert f"job {job}'s last checkpoint, {second}, is damaged: " in said
+    assert f"The newest checkpoint that can be resumed is {first} (stored at " in said
+    assert "does the work done since then again" in said
+    assert "portal resume manifest --use-earlier (or --checkpoint " + first + ")" in said
+    assert portal.state(job) == "suspended"
+
+    listing = portal("checkpoints", "manifest").stdout.splitlines()
+    assert listing[0].split() == ["CHECKPOINT", "STORED", "SIZE", "STATE", "WHY"]
+    assert [line.split()[0] for line in listing[1:]] == [first, second]
+    assert " complete" in listing[1] and " damaged " in listing[2]
+
+    assert portal("resume", "manifest", "--use-earlier").returncode == 0
+    assert portal("logs", job).stdout.endswith(expected.splitlines(keepends=True)[-1])
+
+
+def test_a_damaged_chunk_found_at_the_download_is_remembered_and_never_loaded_again(
+    portal: PortalCli,
+) -> None:
+    expected = portal.plain("count.py", "3")
+    job, first, second, before = _paused_twice(portal, "chunk")
+    packs = portal.home / "store" / "jobs" / job / "packs"
+    added = sorted(p for p in set(packs.rglob("*")) - before if p.is_file())
+    assert added, "the second checkpoint stored no pack of its own"
+    _flip(added[0], added[0].stat().st_size // 2)
+
+    loading = portal("resume", "chunk")  # the manifest is intact: the node finds the chunk
+    assert loading.returncode != 0
+    assert f"checkpoint {second} is damaged (" in loading.stderr, loading.stderr
+    assert portal.state(job) == "suspended"
+
+    again = portal("resume", "chunk")
+    assert again.returncode == 64 and f"{second}, is damaged: " in again.stderr
+    verified = json.loads(portal("checkpoints", "chunk", "--verify", "--json").stdout)
+    assert [(c["id"], c["state"]) for c in verified] == [(first, "complete"), (second, "damaged")]
+    assert verified[1]["why"] and not verified[1]["resumable"]
+
+    assert portal("resume", "chunk", "--checkpoint", first).returncode == 0
+    assert portal("logs", job).stdout.endswith(expected.splitlines(keepends=True)[-1])
+
+
 def test_pause_waits_for_an_open_file_then_proceeds(portal: PortalCli) -> None:
     expected = portal.plain("holds_file.py")
     job = portal("run", "--detach", "holds_file.py").stdout.strip()

@@ -1,4 +1,5 @@
-"""``portal``: run, notice, status, wait, logs, explain, resume, jobs, cancel; console, mcp.
+"""``portal``: run, notice, status, wait, logs, explain, resume, jobs, checkpoints, cancel;
+console, mcp.
 
 Attached ``run``/``resume`` pass the program's stdout to stdout and its stderr to stderr,
 unchanged; Portal's own notes go to stderr only, prefixed ``portal:``. Exit status: the
@@ -25,6 +26,7 @@ from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
 from portal.cli.resume_point import resume_point
 from portal.control import silence, wording
+from portal.control.checkpoints import job_checkpoints
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
@@ -128,7 +130,15 @@ class Cli:
             resumable.append(job.state)  # a checkpoint the user names: their choice, said below
         elif job.state not in resumable:
             raise _not_resumable(job.id, job.state, options.job)
-        ref = resume_point(self.plane, self.store, job, options.checkpoint, options.job)
+        ref = resume_point(
+            self.plane,
+            self.store,
+            job,
+            options.checkpoint,
+            options.job,
+            use_earlier=options.use_earlier,
+            confirm=_confirm if _interactive() else None,
+        )
         if job.state in ended:
             note(
                 f"job {job.id} is {job.state}; resuming it from checkpoint {ref.checkpoint_id}, "
@@ -266,6 +276,8 @@ class Cli:
             )
         for partial in data.get("incomplete_checkpoints", []):
             print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
+        for bad in data.get("damaged_checkpoints", []):
+            print(f"  {bad['id']}: {bad['state']}, not resumable ({bad['why']})")
         if data.get("waiting_for"):
             print(f"silent    {data['waiting_for']}")
         carry = data["carry"]
@@ -345,6 +357,35 @@ class Cli:
             print(line)
         return 0
 
+    def checkpoints(self, options: argparse.Namespace) -> int:
+        """``portal checkpoints JOB [--verify] [--json]``: each checkpoint, its state and why."""
+        job = self.job(options.job)
+        views = job_checkpoints(self.plane, self.store, job.id, verify=options.verify)
+        if options.json:
+            print(json.dumps([v.to_dict() for v in views], indent=2))
+            return 0
+        if not views:
+            print(f"job {job.id} has no checkpoints")
+            return 0
+        rows = [("CHECKPOINT", "STORED", "SIZE", "STATE", "WHY")]
+        for v in views:
+            rows.append(
+                (
+                    v.id,
+                    units.clock(v.created_at) if v.created_at else "-",
+                    units.size(v.bytes) if v.bytes else "-",
+                    v.state,
+                    v.why,
+                )
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        if options.verify:
+            intact = sum(v.resumable for v in views)
+            note(f"verified every chunk: {intact} of {len(views)} checkpoint(s) can be resumed")
+        return 0
+
     def jobs(self, options: argparse.Namespace) -> int:
         rows = [("JOB", "NAME", "STATE", "ATTEMPTS", "SCRIPT")]
         for job in self.plane.store.list_jobs():
@@ -421,6 +462,7 @@ _NOTED = {
     "node-died",
     "reported-late",
     "portal-error",
+    "node-error",
     "silent",
     "lost",
     "lost-machine",
@@ -511,6 +553,12 @@ def _parser() -> argparse.ArgumentParser:
         help="resume from this complete checkpoint, not the last one (`portal status` lists them)",
     )
     resume.add_argument(
+        "--use-earlier",
+        action="store_true",
+        help="when the last checkpoint is damaged or gone, resume from the newest intact one "
+        "(its work since then is done again)",
+    )
+    resume.add_argument(
         "--workdir",
         metavar="DIR",
         help="run the job in DIR from now on (its files come with the checkpoint; made if "
@@ -531,6 +579,14 @@ def _parser() -> argparse.ArgumentParser:
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
     sub.add_parser("jobs", help="a table of jobs")
+    checkpoints = sub.add_parser(
+        "checkpoints", help="a job's checkpoints: complete, incomplete, damaged or missing, and why"
+    )
+    checkpoints.add_argument("job", metavar="JOB")
+    checkpoints.add_argument(
+        "--verify", action="store_true", help="read and check every chunk (slow: all the bytes)"
+    )
+    checkpoints.add_argument("--json", action="store_true")
     move = sub.add_parser("move", help="pause a running job and resume it on another machine")
     move.add_argument("job", metavar="JOB")
     move.add_argument("--on", metavar="SPEC")
@@ -560,6 +616,21 @@ def _server_main(argv: list[str]) -> int:
         note(f"{exc} [{exc.code}]")
         return EXIT_USAGE
     return int(importlib.import_module("portal.server.cli").main(argv))
+
+
+def _interactive() -> bool:
+    """Whether someone at a terminal can answer a question (stdin and stderr both ttys)."""
+    return sys.stdin.isatty() and sys.stderr.isatty()
+
+
+def _confirm(question: str) -> bool:
+    """Ask on the terminal; only a yes is a yes."""
+    print(f"portal: {question} [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _not_resumable(job_id: str, state: JobState, ref: str) -> InvalidArgumentError:

@@ -15,6 +15,7 @@ from typing import Any
 
 from portal.control import silence
 from portal.control.carry import CARRY_EVENTS, carry_state
+from portal.control.checkpoints import job_checkpoints
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
@@ -133,7 +134,9 @@ class JobViews:
     def status(self, job: Job) -> dict[str, Any]:
         """The object ``portal status --json`` prints (and the MCP's ``status(job)`` returns)."""
         attempts = self.plane.store.attempts(job.id)
-        latest = self.store.latest_complete(job.id)
+        checkpoints = job_checkpoints(self.plane, self.store, job.id)
+        usable = [c for c in checkpoints if c.resumable]
+        latest = usable[-1] if usable else None
         heard = self.plane.store.last_heard(job.id)
         return {
             "job": job.id,
@@ -156,20 +159,23 @@ class JobViews:
             ],
             "last_checkpoint": None
             if latest is None
-            else {
-                "id": latest.checkpoint_id,
-                "bytes": latest.size_bytes,
-                "created_at": latest.created_at,
-            },
+            else {"id": latest.id, "bytes": latest.bytes, "created_at": latest.created_at},
             "last_heard": heard,
             "waiting_for": _waiting_for(self.plane, job),
             "incomplete_checkpoints": [
                 {
-                    "id": ckpt,
+                    "id": c.id,
                     "resumable": False,
                     "note": "its upload was cut short; kept for inspection",
                 }
-                for ckpt in self._incomplete(job.id)
+                for c in checkpoints
+                if c.state == "incomplete"
+            ],
+            # Stored complete once, and no longer intact or there (see portal.control.checkpoints).
+            "damaged_checkpoints": [
+                {"id": c.id, "state": c.state, "why": c.why}
+                for c in checkpoints
+                if c.state in ("damaged", "missing")
             ],
             "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
         }

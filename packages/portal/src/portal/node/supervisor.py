@@ -27,10 +27,12 @@ from msgspec import to_builtins
 from portal.control import wording
 from portal.control.backlog import BACKLOG_NAME, apply_entry
 from portal.control.carry import probe_settings_for_job, problem_key
+from portal.control.checkpoints import DAMAGED_EVENT
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.builtin.local_notices import NOTICE_DIR_ENV, withdraw_notice
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
+from portal.core.errors import PortalError
 from portal.core.settings import Settings
 from portal.node.journal import Journal
 from portal.node.measure import child_pids
@@ -57,6 +59,13 @@ from portal.runtime.protocol import (
 __all__ = ["Node", "pause_deadline"]
 
 log = logging.getLogger("portal.node")
+
+
+class CheckpointDamagedError(PortalError):
+    """The checkpoint a resume was to load failed its check; it is marked damaged."""
+
+    code = "CHECKPOINT_DAMAGED"
+
 
 _REFUSAL = re.compile(r"^portal: error \[(?P<code>[A-Z][A-Z0-9_]*)\]: (?P<message>.*)$")
 SAVE_RESERVE_S = 60.0  # the spec: the last minute of the notice is kept for saving and uploading
@@ -229,8 +238,25 @@ class Node:
         loaded it (its greeting) or the attempt ends: no plaintext state stays behind."""
         target = self.dir / "resume.portal"
         started = time.monotonic()
-        reader = self.store.open_reader(self.job.id, checkpoint_id)
-        reader.verify()
+        try:
+            reader = self.store.open_reader(self.job.id, checkpoint_id)
+            reader.verify()
+        except PortalError as exc:
+            if exc.code not in ("CHECKPOINT_CORRUPT", "WRONG_KEY", "CHECKPOINT_INCOMPLETE"):
+                raise
+            # Remembered, so that no resume takes it again and every listing names it.
+            self.report(
+                DAMAGED_EVENT,
+                f"checkpoint {checkpoint_id} is damaged and will not be resumed: {exc}",
+                checkpoint=checkpoint_id,
+                reason=str(exc),
+            )
+            raise CheckpointDamagedError(
+                f"checkpoint {checkpoint_id} is damaged ({exc}); nothing of it was loaded, and "
+                f"the job stays suspended. `portal resume {self.job.name or self.job.id}` says "
+                "which earlier checkpoint is intact and resumes from it when you agree",
+                details={"checkpoint": checkpoint_id, "reason": str(exc)},
+            ) from exc
         tmp = target.with_suffix(".part")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "wb") as out:
