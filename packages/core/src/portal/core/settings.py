@@ -61,6 +61,16 @@ def _positive_float(value: Any) -> float:
     return number
 
 
+def _count(value: Any) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+    if number < 1:
+        raise ValueError("expected a whole number of at least 1")
+    return number
+
+
 def _boolean(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -150,6 +160,9 @@ _SCHEMA: dict[str, tuple[str | None, Callable[[Any], Any], Any]] = {
     # Periodic checkpoints, the safety net for a machine lost without notice: ``auto`` (every
     # 30 minutes on a spot machine, off elsewhere), ``off``, or a duration (``10m``).
     "checkpoint_every": ("PORTAL_CHECKPOINT_EVERY", checkpoint_every, "auto"),
+    # Every this many checkpoints, one shares no chunk with those before it (a full copy): one
+    # damaged chunk then reaches at most this many, and an intact restore point always exists.
+    "checkpoint_independent_every": ("PORTAL_CHECKPOINT_INDEPENDENT_EVERY", _count, 4),
 }
 
 
@@ -170,6 +183,7 @@ class Settings:
     control_token: str | None = attrs.field(default=None, repr=False)  # a secret: kept out of logs
     #: None: ``auto``; 0.0: ``off``; else the seconds between periodic checkpoints.
     checkpoint_every: float | None = None
+    checkpoint_independent_every: int = 4
 
     def checkpoint_interval(self, purchase: str) -> float | None:
         """Seconds between periodic checkpoints on a machine bought ``purchase`` (``spot``,
@@ -227,4 +241,5 @@ class Settings:
             control_plane=resolved["control_plane"],
             control_token=resolved["control_token"],
             checkpoint_every=resolved["checkpoint_every"],
+            checkpoint_independent_every=resolved["checkpoint_independent_every"],
         )

@@ -216,7 +216,9 @@ class Node:
                 from portal.storage import CheckpointStore, resolve_key_store
 
                 self._store = CheckpointStore(
-                    self.plane.settings.storage_url, resolve_key_store(str(self.plane.home))
+                    self.plane.settings.storage_url,
+                    resolve_key_store(str(self.plane.home)),
+                    independent_every=self.plane.settings.checkpoint_independent_every,
                 )
         return self._store
 

@@ -32,6 +32,7 @@ from portal.storage.errors import (
     CheckpointIncompleteError,
     CheckpointNotFoundError,
     JobKeyMissingError,
+    StorageError,
     WrongKeyError,
 )
 from portal.storage.format import decode_intent, open_manifest
@@ -52,7 +53,10 @@ from portal.storage.reader import CheckpointReader
 from portal.storage.retry import RetryPolicy
 from portal.storage.writer import CheckpointWriter, DeadlinePolicy
 
-__all__ = ["CheckpointStore"]
+__all__ = ["DEFAULT_INDEPENDENT_EVERY", "CheckpointStore"]
+
+#: Every this many checkpoints, one is a full copy (see ``CheckpointStore``'s parameter).
+DEFAULT_INDEPENDENT_EVERY = 4
 
 
 class CheckpointStore:
@@ -68,6 +72,9 @@ class CheckpointStore:
     :param pack_size: bytes of chunks stored together in one object (one request).
     :param retry: back-off for transient errors; its clock is used for waiting only.
     :param clock: wall time for creation times and deadlines, monotonic time for rates.
+    :param independent_every: every this many checkpoints one shares no chunk with those before
+        it (a full copy), so that one damaged chunk reaches at most this many checkpoints and an
+        independent restore point always exists (1: every checkpoint is independent).
     """
 
     def __init__(
@@ -81,6 +88,7 @@ class CheckpointStore:
         pack_size: int = DEFAULT_PACK_SIZE,
         retry: RetryPolicy | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        independent_every: int = DEFAULT_INDEPENDENT_EVERY,
     ) -> None:
         self.backend: StorageBackend = open_backend(url, options) if isinstance(url, str) else url
         self.url = self.backend.url.rstrip("/")
@@ -92,6 +100,11 @@ class CheckpointStore:
         if pack_size < 1:
             raise ValueError(f"pack_size must be at least 1 byte, got {pack_size}")
         self.pack_size = pack_size
+        if independent_every < 1:
+            raise ValueError(
+                f"independent_every must be at least 1 checkpoint, got {independent_every}"
+            )
+        self.independent_every = independent_every
         self.clock = clock
         self.retry = retry or RetryPolicy(clock=clock)
         #: The backend's objects, each call retried: all that writers, readers and gc are given.
@@ -150,7 +163,8 @@ class CheckpointStore:
         :param deadline_policy: ``"warn"`` only sets ``Progress.will_miss_deadline``; ``"raise"``
             also stops the upload with :class:`CheckpointDeadlineError` as soon as the projection
             says it will be late.
-        :param incremental: reuse chunks of the newest complete checkpoint (default).
+        :param incremental: reuse chunks of the newest complete checkpoint (default), unless
+            this checkpoint is due to be independent (see ``independent_every``).
         """
         keys = self.job_keys(job_id)
         ckpt = (
@@ -160,8 +174,6 @@ class CheckpointStore:
         )
         existing = self.objects.list(checkpoint_prefix(job_id, ckpt))
         if existing:
-            from portal.storage.errors import StorageError
-
             raise StorageError(
                 f"checkpoint {ckpt} of job {job_id} already exists in {self.url}; checkpoints are "
                 "never overwritten. Leave checkpoint_id unset to get a fresh one",
@@ -172,6 +184,8 @@ class CheckpointStore:
             latest = self.latest_complete(job_id)
             if latest is not None:
                 parent = self._read_manifest(keys, latest.checkpoint_id)
+                if self._chain_length(keys, parent) >= self.independent_every:
+                    parent = None  # a full copy: the next independent restore point
         return CheckpointWriter(
             self.objects,
             clock=self.clock,
@@ -188,6 +202,20 @@ class CheckpointStore:
             on_progress=on_progress,
             deadline_policy=deadline_policy,
         )
+
+    def _chain_length(self, keys: JobKeys, manifest: Manifest) -> int:
+        """How many checkpoints share chunks with ``manifest``'s line: it and its parents back
+        to the last independent one (whose parent is None). A parent that cannot be read ends
+        the line there (gc retired it; what it sealed is still counted by its children)."""
+        length = 1
+        current = manifest
+        while current.parent is not None and length < self.independent_every:
+            try:
+                current = self._read_manifest(keys, current.parent)
+            except StorageError:
+                break
+            length += 1
+        return length
 
     # --- reading ----------------------------------------------------------------------------------
 
