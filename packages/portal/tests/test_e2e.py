@@ -288,6 +288,23 @@ def _checkpoint_store(portal: PortalCli) -> Any:
     return CheckpointStore((portal.home / "store").as_uri(), resolve_key_store(str(portal.home)))
 
 
+@pytest.mark.one_python
+def test_a_checkpoint_stored_after_the_deadline_is_reported_as_an_overrun(
+    portal: PortalCli,
+) -> None:
+    """A notice of half a second for 80 MB of state: the pause is taken at once, but the save
+    ends after the machine would have gone. The job is suspended (this machine stayed), and the
+    event says the save was late, by how much, and what to do."""
+    job = portal("run", "--detach", "--name", "late", "big.py", str(80_000_000)).stdout.strip()
+    portal.wait_for_output(job, "step 12\n")  # the big state exists from step 10
+    portal("notice", job, "--seconds", "0.5")
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    explain = portal("explain", job).stdout
+    assert "s after the machine's deadline (" in explain, explain
+    assert "a real reclaim would have cut it off" in explain
+    assert "make it smaller, or keep it off machines with a notice this short" in explain
+
+
 def _second_notice_on_big_state(portal: PortalCli, name: str, size: str) -> tuple[str, str]:
     """``big.py SIZE`` suspended once (its first checkpoint, small), resumed, and given a second
     notice once its big state exists: the job, and its first checkpoint."""
@@ -337,7 +354,9 @@ def test_kill_9_of_the_node_mid_upload_keeps_the_last_complete_checkpoint(
     assert "stopped without reporting" in explain
     assert f"checkpoint {partial.checkpoint_id} is incomplete" in explain
     assert "not resumable and is kept for inspection" in explain
-    assert "incomplete, not resumable" in portal("status", job).stdout
+    text = portal("status", job).stdout
+    assert "incomplete, not resumable" in text
+    assert "lost      attempt 2 stopped during the pause for its notice, before its " in text
     resumed = portal("resume", job)
     assert resumed.returncode == 0, resumed.stderr
     assert portal("logs", job).stdout == portal.plain("big.py", size)

@@ -270,10 +270,12 @@ class Cli:
             print("checkpoint none complete")
         last = data["attempts"][-1] if data["attempts"] else None
         if last and last["state"] == "lost" and ckpt and job.state is not JobState.RUNNING:
-            print(
-                f"lost      attempt {last['number']} stopped without notice: "
-                f"{wording.lost_way_out(job)}"
+            how = (
+                "stopped during the pause for its notice, before its checkpoint was stored"
+                if data.get("lost_during_notice")
+                else "stopped without notice"
             )
+            print(f"lost      attempt {last['number']} {how}: {wording.lost_way_out(job)}")
         for partial in data.get("incomplete_checkpoints", []):
             print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
         for bad in data.get("damaged_checkpoints", []):
@@ -459,6 +461,7 @@ _NOTED = {
     "pause-abandoned",
     "uploaded",
     "upload-failed",
+    "overrun",
     "node-died",
     "reported-late",
     "portal-error",

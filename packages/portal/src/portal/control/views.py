@@ -20,7 +20,7 @@ from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
 from portal.core import units
-from portal.core.domain import CheckpointState, Event, Job, JobState
+from portal.core.domain import AttemptState, CheckpointState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError
 
 __all__ = [
@@ -49,6 +49,8 @@ EXPLAINED = frozenset(
         "uploaded",
         "upload-failed",
         "suspended",
+        "overrun",
+        "checkpoint-damaged",
         "notice-withdrawn",
         "node-died",
         "resuming",
@@ -180,6 +182,7 @@ class JobViews:
                 if c.state in ("damaged", "missing")
             ],
             "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
+            "lost_during_notice": _lost_during_notice(self.plane, job, attempts),
         }
 
     # --- jobs -----------------------------------------------------------------------------------
@@ -435,3 +438,15 @@ def _ago(seconds: float) -> str:
     if minutes < 120:
         return f"{minutes} minute{'s' if minutes != 1 else ''} ago"
     return f"{minutes // 60} hours ago"
+
+
+def _lost_during_notice(plane: ControlPlane, job: Job, attempts: list[Any]) -> bool:
+    """Whether the job's last attempt was lost while it had a notice to pause for: its node
+    died in the pause, which is not "without notice"."""
+    if not attempts or attempts[-1].state is not AttemptState.LOST:
+        return False
+    last = attempts[-1]
+    end = last.ended_at if last.ended_at is not None else float("inf")
+    return any(
+        e.kind == "notice" and last.started_at <= e.at <= end for _, e in plane.store.events(job.id)
+    )

@@ -145,10 +145,25 @@ def reported_late(since: float, now: float, kept: int) -> str:
     )
 
 
-def upload_failed(exc: BaseException, path: Path) -> str:
+def upload_failed(exc: BaseException, path: Path, job: Job, previous: str | None) -> str:
+    kept = (
+        f"the job keeps checkpoint {previous}, its last complete one: resume with "
+        f"`{resume_hint(job)}` (the work since that one is done again)"
+        if previous
+        else "the job has no earlier complete checkpoint"
+    )
     return (
         f"the checkpoint could not be uploaded ({type(exc).__name__}: {exc}); it is kept at "
-        f"{path} for inspection"
+        f"{path} for inspection; {kept}"
+    )
+
+
+def overrun(checkpoint_id: str, late_s: float, deadline: float, n: int) -> str:
+    return (
+        f"checkpoint {checkpoint_id} ({size(n)}) was stored {late_s:.1f} s after the machine's "
+        f"deadline ({clock(deadline)}): a real reclaim would have cut it off, and the job would "
+        "have lost the work since its previous checkpoint. Its state takes longer to save than "
+        "this notice gives: make it smaller, or keep it off machines with a notice this short"
     )
 
 

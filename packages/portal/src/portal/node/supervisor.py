@@ -684,11 +684,34 @@ class Node:
             try:
                 ref = self._stored_checkpoint()
             except Exception as exc:
-                self.report("upload-failed", wording.upload_failed(exc, self.checkpoint_path))
+                # The process is gone; its last complete checkpoint, if any, still holds.
+                previous = None
+                with contextlib.suppress(Exception):
+                    latest = self.store.latest_complete(self.job.id)
+                    previous = latest.checkpoint_id if latest is not None else None
+                self.report(
+                    "upload-failed",
+                    wording.upload_failed(exc, self.checkpoint_path, self.job, previous),
+                    checkpoint=previous,
+                )
                 self._observer.not_suspended("its checkpoint could not be stored")
-                self._end(AttemptState.FAILED, JobState.FAILED, code, now)
+                job_state = JobState.SUSPENDED if previous else JobState.FAILED
+                self._end(AttemptState.FAILED, job_state, code, now)
                 return code
             self.checkpoint_path.unlink(missing_ok=True)
+            stored_at = self.clock.now()
+            if self._notice is not None and stored_at > self._notice.deadline:
+                self.report(
+                    "overrun",
+                    wording.overrun(
+                        ref.checkpoint_id,
+                        stored_at - self._notice.deadline,
+                        self._notice.deadline,
+                        ref.size_bytes,
+                    ),
+                    checkpoint=ref.checkpoint_id,
+                    late_s=stored_at - self._notice.deadline,
+                )
             self.report(
                 "suspended",
                 wording.suspended(self.job, ref.checkpoint_id, ref.size_bytes),
