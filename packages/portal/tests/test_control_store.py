@@ -9,9 +9,12 @@ their part is skipped, except under ``CI=true`` where it fails: CI installs them
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
 import os
+import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -22,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -225,6 +229,69 @@ def test_events_are_ordered_per_job_and_incremental(store: ControlStore) -> None
     assert seq == s2
     assert only == event("j-a", "b", at=2.0, deadline_s=120, why="spot")
     assert store.events("j-a", after=s2) == []
+
+
+def test_a_report_sent_again_is_recorded_once(store: ControlStore) -> None:
+    """A node whose report timed out sends it again (the first one may have arrived): each
+    report id is recorded once per job, at its first seq; events without an id are all kept."""
+    first = store.append_event(attrs.evolve(event("j-a", "notice"), id="r-1"))
+    again = store.append_event(attrs.evolve(event("j-a", "notice", at=9.0), id="r-1"))
+    other = store.append_event(attrs.evolve(event("j-a", "notice"), id="r-2"))
+    plain = [store.append_event(event("j-a", "no id")) for _ in range(2)]
+    elsewhere = store.append_event(attrs.evolve(event("j-b", "notice"), id="r-1"))
+    assert again == first and len({first, other, *plain, elsewhere}) == 5
+    assert [(s, e.message, e.at) for s, e in store.events("j-a")] == [
+        (first, "notice", 1.0),
+        (other, "notice", 1.0),
+        (plain[0], "no id", 1.0),
+        (plain[1], "no id", 1.0),
+    ]
+
+
+def test_a_database_of_an_older_portal_takes_report_ids(tmp_path: Path) -> None:
+    """A SQLite file made before reports had ids is upgraded when opened; its events stay."""
+    path = tmp_path / "portal.db"
+    with contextlib.closing(sqlite3.connect(path)) as old:
+        old.executescript(
+            "CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL,"
+            " at REAL NOT NULL, kind TEXT NOT NULL, message TEXT NOT NULL, data TEXT NOT NULL);"
+            " INSERT INTO events (job_id, at, kind, message, data)"
+            " VALUES ('j-a', 1.0, 'tick', 'kept', '{}');"
+        )
+    store = SqliteControlStore(path)
+    try:
+        assert [e.message for _, e in store.events("j-a")] == ["kept"]
+        seq = store.append_event(attrs.evolve(event("j-a", "new"), id="r-1"))
+        assert store.append_event(attrs.evolve(event("j-a", "new"), id="r-1")) == seq
+        assert [e.message for _, e in store.events("j-a")] == ["kept", "new"]
+    finally:
+        store.close()
+
+
+def test_a_stalled_service_that_took_a_report_late_records_it_once(
+    location_of_sqlite: tuple[str, str], tmp_path: Path
+) -> None:
+    """The service stops answering (SIGSTOP) while a report is on its way: the client times
+    out and sends it again once the service is back, as the node's journal does. The service
+    took the first one meanwhile; the second is the same report, and is not recorded again."""
+    testing = _server_testing()
+    with testing.running_server(location_of_sqlite[1], home=tmp_path / "server") as server:
+        client = open_store("http-sqlite", f"{server.url}#{server.token}", timeout=0.5)
+        try:
+            report = attrs.evolve(event("j-a", "notice from aws"), id="r-stalled")
+            client.append_event(event("j-a", "warm"))  # the connection is open
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(PortalError):
+                    client.append_event(report)  # sent; no answer in time
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            for _ in range(3):  # the journal's retries
+                client.append_event(report)
+            messages = [e.message for _, e in client.events("j-a")]
+            assert messages == ["warm", "notice from aws"]
+        finally:
+            client.close()
 
 
 def test_reclaims_since_oldest_first(store: ControlStore) -> None:

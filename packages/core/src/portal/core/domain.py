@@ -270,6 +270,10 @@ class Event:
     kind: str = attrs.field(validator=attrs.validators.min_len(1))
     message: str
     data: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
+    #: The reporter's own id for this event, when it may send it more than once (a node whose
+    #: report timed out retries it): the control plane records each id once. Not read back,
+    #: and no part of an event's equality.
+    id: str | None = attrs.field(default=None, eq=False)
 
 
 class Verdict(enum.StrEnum):

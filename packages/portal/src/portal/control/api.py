@@ -145,12 +145,14 @@ class HeardRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
 
 class NewEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """An event for the job the path names."""
+    """An event for the job the path names. ``id``: the reporter's id for it, when it may send
+    it again (a retry after a timeout); the control plane records each id once."""
 
     at: float
     kind: str
     message: str
     data: dict[str, Any] = {}
+    id: str | None = None
 
 
 class ReclaimRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

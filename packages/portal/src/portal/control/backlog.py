@@ -31,6 +31,7 @@ def apply_entry(plane: ControlPlane, job_id: str, entry: dict[str, Any]) -> None
                 kind=str(entry["kind"]),
                 message=str(entry["message"]),
                 data=dict(entry["data"]),
+                id=entry.get("id"),  # delivered again after a timeout: recorded once
             )
         )
     elif op == "state":

@@ -105,6 +105,14 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE INDEX reclaims_by_time ON reclaims (at, id);
         """,
     ),
+    (
+        3,
+        "report ids: a report sent again is recorded once",
+        """
+        ALTER TABLE events ADD COLUMN report_id TEXT COLLATE "C";
+        CREATE UNIQUE INDEX events_by_report ON events (job_id, report_id);
+        """,
+    ),
 )
 
 _JOB_COLUMNS = "id, name, script, args, workdir, created_at, state, memory_gib"
@@ -393,14 +401,20 @@ class PostgresControlStore:
 
     def append_event(self, event: Event) -> int:
         # One statement, its own transaction: the row comes out of the materialized lock step,
-        # so the job's lock is held before the sequence number is drawn, until the commit.
+        # so the job's lock is held before the sequence number is drawn, until the commit. A
+        # report sent again (its id recorded already) inserts nothing: the first one's seq.
         row = (
             self._conn()
             .execute(
                 "WITH locked AS MATERIALIZED ("
-                " SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s)))"
-                " INSERT INTO events (job_id, at, kind, message, data)"
-                " SELECT %s, %s, %s, %s, %s FROM locked RETURNING seq",
+                " SELECT pg_advisory_xact_lock(%s::integer, hashtext(%s))),"
+                " inserted AS ("
+                " INSERT INTO events (job_id, at, kind, message, data, report_id)"
+                " SELECT %s, %s, %s, %s, %s, %s FROM locked"
+                " ON CONFLICT (job_id, report_id) DO NOTHING RETURNING seq)"
+                " SELECT seq FROM inserted UNION ALL"
+                " SELECT seq FROM events WHERE job_id = %s AND report_id = %s"
+                " AND NOT EXISTS (SELECT 1 FROM inserted)",
                 (
                     _EVENTS_LOCK_NAMESPACE,
                     event.job_id,
@@ -409,6 +423,9 @@ class PostgresControlStore:
                     event.kind,
                     event.message,
                     _dumps(event.data),
+                    event.id,
+                    event.job_id,
+                    event.id,
                 ),
             )
             .fetchone()

@@ -240,7 +240,11 @@ class HttpControlStore:
 
     def append_event(self, event: Event) -> int:
         request = api.NewEvent(
-            at=event.at, kind=event.kind, message=event.message, data=api.plain_data(event.data)
+            at=event.at,
+            kind=event.kind,
+            message=event.message,
+            data=api.plain_data(event.data),
+            id=event.id,
         )
         return self._post(self._job_path(event.job_id, "events"), request, api.Appended).seq
 

@@ -137,7 +137,8 @@ CREATE TABLE IF NOT EXISTS events (
     at REAL NOT NULL,
     kind TEXT NOT NULL,
     message TEXT NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    report_id TEXT
 );
 CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id, seq);
 CREATE TABLE IF NOT EXISTS reclaims (
@@ -158,6 +159,7 @@ class SqliteControlStore:
         self._local = threading.local()
         try:
             self._conn().executescript(_SCHEMA)  # idempotent; executescript commits on its own
+            self._upgrade()
         except sqlite3.DatabaseError as why:
             self.close()
             raise ControlDatabaseDamagedError(
@@ -166,6 +168,16 @@ class SqliteControlStore:
                 "one (the jobs it held are then unknown here; their checkpoints stay in the store)",
                 details={"file": str(self.path)},
             ) from None
+
+    def _upgrade(self) -> None:
+        """Bring a database an older Portal made up to this schema (each step idempotent)."""
+        db = self._conn()
+        columns = {r["name"] for r in db.execute("PRAGMA table_info(events)").fetchall()}
+        if "report_id" not in columns:  # before reports had ids (issue: duplicated events)
+            db.execute("ALTER TABLE events ADD COLUMN report_id TEXT")
+        db.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS events_by_report ON events(job_id, report_id)"
+        )
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -336,9 +348,17 @@ class SqliteControlStore:
 
     def append_event(self, event: Event) -> int:
         with self._tx() as db:
+            if event.id is not None:  # a report sent again: the first one stands
+                row = db.execute(
+                    "SELECT seq FROM events WHERE job_id = ? AND report_id = ?",
+                    (event.job_id, event.id),
+                ).fetchone()
+                if row is not None:
+                    return int(row["seq"])
             cur = db.execute(
-                "INSERT INTO events (job_id, at, kind, message, data) VALUES (?, ?, ?, ?, ?)",
-                (event.job_id, event.at, event.kind, event.message, _dumps(event.data)),
+                "INSERT INTO events (job_id, at, kind, message, data, report_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (event.job_id, event.at, event.kind, event.message, _dumps(event.data), event.id),
             )
             seq = cur.lastrowid
         assert seq is not None

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -176,7 +177,14 @@ class Node:
     def report(self, kind: str, message: str, /, **data: Any) -> None:
         """Record an event; if the control plane does not answer, keep it for later."""
         self._add(
-            {"op": "event", "at": self.clock.now(), "kind": kind, "message": message, "data": data}
+            {
+                "op": "event",
+                "id": uuid.uuid4().hex,  # a retry after a timeout is recorded once
+                "at": self.clock.now(),
+                "kind": kind,
+                "message": message,
+                "data": data,
+            }
         )
 
     def _add(self, entry: dict[str, Any]) -> None:

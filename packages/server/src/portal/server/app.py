@@ -275,6 +275,7 @@ class _Api:
             kind=body.kind,
             message=body.message,
             data=body.data,
+            id=body.id,
         )
         return api.Appended(seq=await self._call(self.store.append_event, event))
 
