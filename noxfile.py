@@ -22,6 +22,7 @@ PACKAGES = [
         "core",
         "capture",
         "storage",
+        "providers-base",
         "providers-aws",
         "providers-gcp",
         "providers-azure",

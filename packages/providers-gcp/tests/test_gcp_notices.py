@@ -15,7 +15,7 @@ from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSource, NoticeSourceContext
 from portal.core.testing import FakeClock, NoticeSourceContract
-from portal.core.testing.http_fake import loopback_only
+from portal.providers.base.testing import loopback_only
 from portal.providers.gcp.notices import GcpNoticeSource
 from portal.providers.gcp.testing import FakeGCEMetadata
 

@@ -16,21 +16,11 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CapacityClass, Notice, NoticeKind
 from portal.core.errors import PortalError
-from portal.core.metadata import (
-    Answer,
-    MetadataHTTP,
-    MetadataUnavailable,
-    ProblemLog,
-    open_client,
-    read_dmi,
-    skew_s,
-)
 from portal.core.specs import NoticeSourceContext
 from portal.providers.aws.parsing import (
     parse_instance_action,
@@ -38,10 +28,11 @@ from portal.providers.aws.parsing import (
     parse_rebalance,
     parse_termination_time,
 )
+from portal.providers.base.metadata import Answer, MetadataUnavailable
+from portal.providers.base.polling import Document, PollingNoticeSource
+from portal.providers.base.source import MetadataService
 
 __all__ = ["ENDPOINT_ENV", "AwsNoticeSource", "is_ec2"]
-
-log = logging.getLogger("portal.notices.aws")
 
 PROVIDER = "aws"
 SOURCE_NAME = "aws"
@@ -82,10 +73,26 @@ def is_ec2(dmi: Mapping[str, str]) -> bool:
     return "amazon" in dmi.get("product_version", "").lower()
 
 
-class AwsNoticeSource:
+IMDS = MetadataService(
+    provider=PROVIDER,
+    cloud="AWS",
+    platform="EC2",
+    service="IMDS",
+    what="AWS instance metadata (IMDS)",
+    override_env=ENDPOINT_ENV,
+    default_endpoint=DEFAULT_ENDPOINT,
+    on_platform=is_ec2,
+    hints={429: "is rate limited (HTTP 429); retrying"},
+    other_status="is unavailable (HTTP {status}); retrying",
+)
+
+
+class AwsNoticeSource(PollingNoticeSource):
     """Watches IMDSv2 for spot interruptions, rebalance recommendations and maintenance."""
 
     name = SOURCE_NAME
+    metadata = IMDS
+    remember_withdrawn = True  # reported under notice ids: a withdrawn maintenance stays so
 
     def __init__(
         self,
@@ -102,23 +109,15 @@ class AwsNoticeSource:
         without it, IMDS is contacted only if DMI (read from ``dmi_dir``) says this is EC2."""
         if not 1 <= token_ttl_s <= 21600:
             raise PortalError(f"IMDSv2 token TTL {token_ttl_s} s is not valid: give 1..21600")
-        self.override = endpoint
-        self.dmi_dir = dmi_dir
-        self.clock = clock
+        super().__init__(
+            override=endpoint, dmi_dir=dmi_dir, clock=clock, request_timeout_s=request_timeout_s
+        )
         self.poll_interval_s = poll_interval_s
         self.slow_interval_s = slow_interval_s
         self.token_ttl_s = token_ttl_s
-        self.request_timeout_s = request_timeout_s
-        self.problems = ProblemLog(log)
-        self._http: MetadataHTTP | None = None
-        self._detected: bool | None = None
         self._token: str | None = None
         self._token_expires = 0.0
-        self._next_due: dict[str, float] = {}
-        self._reported: dict[str, Notice] = {}
-        self._skew_logged = False
         self._machine: dict[str, str | None] | None = None
-        self._closed = False
 
     @classmethod
     def from_context(cls, context: NoticeSourceContext) -> AwsNoticeSource:
@@ -132,33 +131,21 @@ class AwsNoticeSource:
             token_ttl_s=int(s.get("aws_token_ttl_s", 21600)),
         )
 
-    # --- detection ---------------------------------------------------------------------------
-
-    def detect(self) -> bool:
-        """An override, or DMI naming EC2. Reads local files only; never the network."""
-        if self._detected is None:
-            self._detected = bool(self.override) or is_ec2(read_dmi(self.dmi_dir))
-        return self._detected
-
-    def _client(self) -> MetadataHTTP:
-        if self._closed:
-            raise PortalError("the AWS notice source is closed")
-        if self._http is None:
-            self._http = open_client(
-                source="AWS",
-                platform="EC2",
-                on_platform=self.detect(),
-                override=self.override,
-                override_env=ENDPOINT_ENV,
-                default_endpoint=DEFAULT_ENDPOINT,
-                what="AWS instance metadata (IMDS)",
-            )
-        return self._http
+    def documents(self) -> list[Document]:
+        # A 404 withdraws nothing: EC2 never withdraws an interruption or a rebalance
+        # recommendation, and a maintenance list is a 200. Treating a missing document as a
+        # withdrawal would let one glitch drop a real notice.
+        return [
+            Document(INSTANCE_ACTION, self.poll_interval_s, self._on_instance_action),
+            Document(TERMINATION_TIME, self.slow_interval_s, self._on_termination_time),
+            Document(REBALANCE, self.slow_interval_s, self._on_rebalance),
+            Document(MAINTENANCE, self.slow_interval_s, self._on_maintenance),
+        ]
 
     # --- IMDSv2 ------------------------------------------------------------------------------
 
     def _fetch_token(self) -> str:
-        http = self._client()
+        http = self.client()
         try:
             answer = http.request(
                 "PUT",
@@ -193,9 +180,16 @@ class AwsNoticeSource:
         self._token = token
         return token
 
+    def fetch(self, document: Document) -> Answer:
+        return self._get(document.path)
+
     def _get(self, path: str) -> Answer:
-        """GET with the token; a 401 (expired or revoked token) gets one fresh token and retry."""
-        http = self._client()
+        """GET with the token; a 401 (expired or revoked token) gets one fresh token and retry.
+
+        A 401 or 403 that remains is the whole service refusing, not one document: its error
+        carries no status, so the round stops there.
+        """
+        http = self.client()
         for attempt in (1, 2):
             if self._token is None or self.clock.monotonic() >= self._token_expires:
                 self._fetch_token()
@@ -214,119 +208,27 @@ class AwsNoticeSource:
             raise MetadataUnavailable(f"IMDS at {url} refused a fresh IMDSv2 token (401); retrying")
         if answer.status == 403:
             raise MetadataUnavailable(f"IMDS at {url} answered 403: {_DISABLED_HINT}")
-        if answer.status not in (200, 404):
-            what = "rate limited" if answer.status == 429 else "unavailable"
-            raise MetadataUnavailable(
-                f"IMDS at {url} is {what} (HTTP {answer.status}); retrying",
-                details={"endpoint": url, "status": answer.status},
-            )
-        return answer
+        return self.expect(answer, url, ok=(200, 404))
 
-    # --- polling -----------------------------------------------------------------------------
+    # --- the documents -------------------------------------------------------------------------
 
-    def poll(self, timeout_s: float = 0.0) -> Sequence[Notice]:
-        """Checks each document when it is due; returns as soon as something changed."""
-        end = self.clock.monotonic() + max(0.0, timeout_s)
-        while True:
-            changes, error = self._round()
-            if changes:
-                return changes
-            if error is not None:
-                raise error
-            now = self.clock.monotonic()
-            next_due = min(self._next_due.values())
-            if next_due > end:
-                self.clock.sleep(max(0.0, end - now))
-                return []
-            self.clock.sleep(max(0.0, next_due - now))
-
-    def _checks(self) -> list[tuple[str, float, Callable[[Answer], list[Notice]]]]:
-        return [
-            (INSTANCE_ACTION, self.poll_interval_s, self._on_instance_action),
-            (TERMINATION_TIME, self.slow_interval_s, self._on_termination_time),
-            (REBALANCE, self.slow_interval_s, self._on_rebalance),
-            (MAINTENANCE, self.slow_interval_s, self._on_maintenance),
-        ]
-
-    def _round(self) -> tuple[list[Notice], MetadataUnavailable | None]:
-        changes: list[Notice] = []
-        first_error: MetadataUnavailable | None = None
-        for path, interval, handle in self._checks():
-            now = self.clock.monotonic()
-            if self._next_due.get(path, 0.0) > now:
-                continue
-            self._next_due[path] = now + interval
-            try:
-                answer = self._get(path)
-                found = handle(answer) if answer.status == 200 else self._on_absent(path)
-            except MetadataUnavailable as exc:
-                status = exc.details.get("status")
-                self.problems.report(f"{path}:{status}" if status else "unreachable", exc.message)
-                first_error = first_error or exc
-                if exc.details.get("status") == 429:  # back off from a rate limit
-                    self._next_due[path] = now + max(interval, 5.0)
-                if "status" not in exc.details:
-                    break  # IMDS itself is unreachable: the other documents wait for next round
-                continue
-            except ValueError as exc:  # the body is not the documented shape: an error, not "none"
-                url = self._client().url(path)
-                message = f"IMDS at {url} answered something unreadable: {exc}; retrying"
-                self.problems.report(f"malformed:{path}", message)
-                first_error = first_error or MetadataUnavailable(message, details={"endpoint": url})
-                continue
-            self.problems.clear("unreachable")
-            self.problems.clear_prefix(f"{path}:")
-            self.problems.clear(f"malformed:{path}")
-            changes.extend(found)
-        return changes, first_error
-
-    def _deadline(self, stated: float, answer: Answer) -> float:
-        """A time in EC2's clock -> this machine's clock."""
-        skew = skew_s(answer, self.clock.now())
-        if skew and not self._skew_logged:
-            self._skew_logged = True
-            log.warning(
-                "this machine's clock differs from IMDS' by %.1f s; notice deadlines are "
-                "converted to this machine's clock (fix the clock: chrony/NTP)",
-                -skew,
-            )
-        return max(0.0, stated - skew)
-
-    def _new(
-        self, notice_id: str, kind: NoticeKind, deadline: float, raw: dict[str, Any]
+    def _report(
+        self, notice_id: str, kind: NoticeKind, deadline: float, raw: Mapping[str, object]
     ) -> list[Notice]:
-        if notice_id in self._reported:
-            return []
-        notice = Notice(
-            id=notice_id,
-            source=self.name,
-            provider=PROVIDER,
-            kind=kind,
-            deadline=deadline,
-            seen_at=self.clock.now(),
-            raw=raw,
-        )
-        self._reported[notice_id] = notice
-        log.warning("%s notice %s: deadline in %.0f s", kind, notice_id, deadline - notice.seen_at)
-        return [notice]
-
-    def _on_absent(self, path: str) -> list[Notice]:
-        # A 404 withdraws nothing: EC2 never withdraws an interruption or a rebalance
-        # recommendation, and a maintenance list is a 200. Treating a missing document as a
-        # withdrawal would let one glitch drop a real notice.
-        return []
+        return self.report_once(notice_id, self.notice(notice_id, kind, deadline, raw))
 
     def _on_instance_action(self, answer: Answer) -> list[Notice]:
         action = parse_instance_action(answer.text)
         notice_id = Notice.derive_id(PROVIDER, "spot-interruption", int(action.time))
         raw = {"document": "spot/instance-action", **action.raw}
-        return self._new(notice_id, NoticeKind.PREEMPTION, self._deadline(action.time, answer), raw)
+        deadline = self.local_deadline(action.time, answer)
+        return self._report(notice_id, NoticeKind.PREEMPTION, deadline, raw)
 
     def _on_termination_time(self, answer: Answer) -> list[Notice]:
         stated = parse_termination_time(answer.text)
         if stated is None:
             return []  # AWS: a value that is not a time means no notice
-        deadline = self._deadline(stated, answer)
+        deadline = self.local_deadline(stated, answer)
         if deadline < self.clock.now() - STALE_TERMINATION_S:
             self.problems.report(
                 "stale-termination-time",
@@ -337,14 +239,14 @@ class AwsNoticeSource:
             return []
         notice_id = Notice.derive_id(PROVIDER, "spot-interruption", int(stated))
         raw = {"document": "spot/termination-time", "time": answer.text[:64]}
-        return self._new(notice_id, NoticeKind.PREEMPTION, deadline, raw)
+        return self._report(notice_id, NoticeKind.PREEMPTION, deadline, raw)
 
     def _on_rebalance(self, answer: Answer) -> list[Notice]:
         notice_time = parse_rebalance(answer.text)
         notice_id = Notice.derive_id(PROVIDER, "rebalance", int(notice_time))
         deadline = self.clock.now() + REBALANCE_HORIZON_S
         raw = {"document": "events/recommendations/rebalance", "noticeTime": answer.text[:200]}
-        return self._new(notice_id, NoticeKind.REBALANCE, deadline, raw)
+        return self._report(notice_id, NoticeKind.REBALANCE, deadline, raw)
 
     def _on_maintenance(self, answer: Answer) -> list[Notice]:
         events, problems = parse_maintenance(answer.text)
@@ -356,15 +258,11 @@ class AwsNoticeSource:
             if event.state == "active":
                 stated = event.not_before if event.not_before is not None else self.clock.now()
                 raw = {"document": "events/maintenance/scheduled", **event.raw}
-                changes += self._new(
-                    notice_id, NoticeKind.MAINTENANCE, self._deadline(stated, answer), raw
-                )
+                deadline = self.local_deadline(stated, answer)
+                changes += self._report(notice_id, NoticeKind.MAINTENANCE, deadline, raw)
             else:  # completed or canceled: the notice no longer holds
-                reported = self._reported.get(notice_id)
-                if reported is not None and not reported.cancelled:
-                    self._reported[notice_id] = reported.cancel()
-                    log.warning("maintenance %s %s: notice withdrawn", event.event_id, event.state)
-                    changes.append(self._reported[notice_id])
+                why = f"event {event.event_id} {event.state}"
+                changes += self.withdraw_once(notice_id, why=why)
         return changes
 
     # --- the machine ---------------------------------------------------------------------------
@@ -404,9 +302,3 @@ class AwsNoticeSource:
                 else None,
             }
         return dict(self._machine)
-
-    def close(self) -> None:
-        self._closed = True
-        if self._http is not None:
-            self._http.close()
-            self._http = None

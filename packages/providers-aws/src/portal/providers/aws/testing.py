@@ -9,7 +9,7 @@ can drive the same fake::
     with FakeIMDS() as imds:
         source = AwsNoticeSource(endpoint=imds.url)
         imds.preempt(in_seconds=120)
-        imds.fail_next(503)      # faults come from portal.core.testing.http_fake
+        imds.fail_next(503)      # faults come from portal.providers.base.testing
 
 What it models: IMDSv2 tokens (PUT with a TTL, 401 without or with an expired token, 400 for a bad
 TTL, 403 for ``X-Forwarded-For``), IMDS turned off (403 everywhere), ``spot/instance-action`` and
@@ -27,7 +27,7 @@ import secrets
 import time
 from typing import Any
 
-from portal.core.testing.http_fake import FakeHTTPServer, RecordedRequest, Reply
+from portal.providers.base.testing import FakeHTTPServer, RecordedRequest, Reply
 
 __all__ = ["FakeIMDS"]
 

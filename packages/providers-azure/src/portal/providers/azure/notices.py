@@ -13,22 +13,12 @@ but only once the incarnation moved, so one inconsistent answer cannot drop a re
 from __future__ import annotations
 
 import json
-import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CapacityClass, Notice, NoticeKind
 from portal.core.errors import PortalError
-from portal.core.metadata import (
-    Answer,
-    MetadataHTTP,
-    MetadataUnavailable,
-    ProblemLog,
-    open_client,
-    read_dmi,
-    skew_s,
-)
 from portal.core.specs import NoticeSourceContext
 from portal.providers.azure.catalog import pool_identity
 from portal.providers.azure.parsing import (
@@ -38,10 +28,11 @@ from portal.providers.azure.parsing import (
     parse_compute,
     parse_scheduled_events,
 )
+from portal.providers.base.metadata import Answer, MetadataUnavailable
+from portal.providers.base.polling import Document, PollingNoticeSource
+from portal.providers.base.source import MetadataService
 
 __all__ = ["ENDPOINT_ENV", "AzureNoticeSource", "is_azure"]
-
-log = logging.getLogger("portal.notices.azure")
 
 PROVIDER = "azure"
 SOURCE_NAME = "azure"
@@ -64,15 +55,37 @@ _FIRST_CALL_HINT = (
 )
 
 
-def is_azure(dmi: dict[str, str]) -> bool:
+def is_azure(dmi: Mapping[str, str]) -> bool:
     """Whether DMI says this is an Azure VM (cloud-init's chassis asset tag test)."""
     return dmi.get("chassis_asset_tag", "").strip() == AZURE_ASSET_TAG
 
 
-class AzureNoticeSource:
+# "Metadata: true" is required; Portal never goes through a proxy (IMDS rejects X-Forwarded-For),
+# which MetadataHTTP guarantees by not reading proxy settings.
+AZURE_IMDS = MetadataService(
+    provider=PROVIDER,
+    cloud="Azure",
+    platform="Azure",
+    service="Azure IMDS",
+    override_env=ENDPOINT_ENV,
+    default_endpoint=DEFAULT_ENDPOINT,
+    on_platform=is_azure,
+    headers={"Metadata": "true"},
+    hints={
+        400: "refused the request (400): the Metadata: true header was lost, or a proxy added "
+        "X-Forwarded-For",
+        404: "has no such document (404): check the api-version",
+        410: "is not ready (410); retrying",
+        429: "is rate limiting (429): too many requests per second; backing off",
+    },
+)
+
+
+class AzureNoticeSource(PollingNoticeSource):
     """Polls Azure Scheduled Events for this VM's Preempt, Terminate, Reboot and Redeploy."""
 
     name = SOURCE_NAME
+    metadata = AZURE_IMDS
 
     def __init__(
         self,
@@ -93,23 +106,15 @@ class AzureNoticeSource:
                 f"Azure poll interval {poll_interval_s} s is too short: Scheduled Events "
                 "rate-limits above 5 requests/s; use 0.2 s or more (1 s is the advice)"
             )
-        self.override = endpoint
-        self.dmi_dir = dmi_dir
-        self.clock = clock
+        super().__init__(
+            override=endpoint, dmi_dir=dmi_dir, clock=clock, request_timeout_s=request_timeout_s
+        )
         self.poll_interval_s = poll_interval_s
-        self.request_timeout_s = request_timeout_s
         self.first_request_timeout_s = first_request_timeout_s
-        self.problems = ProblemLog(log)
         self._vm_name = vm_name
         self._compute: dict[str, str] | None = None
-        self._http: MetadataHTTP | None = None
-        self._detected: bool | None = None
-        self._next_due = 0.0
         self._events_read = False
         self._incarnation: int | None = None
-        self._reported: dict[str, Notice] = {}  # EventId -> notice, while the event is listed
-        self._skew_logged = False
-        self._closed = False
 
     @classmethod
     def from_context(cls, context: NoticeSourceContext) -> AzureNoticeSource:
@@ -122,64 +127,18 @@ class AzureNoticeSource:
             poll_interval_s=float(s.get("azure_poll_interval_s", 1.0)),
         )
 
-    def detect(self) -> bool:
-        """An override, or DMI's Azure asset tag. Local files only; never the network."""
-        if self._detected is None:
-            self._detected = bool(self.override) or is_azure(read_dmi(self.dmi_dir))
-        return self._detected
-
-    def _client(self) -> MetadataHTTP:
-        if self._closed:
-            raise PortalError("the Azure notice source is closed")
-        if self._http is None:
-            # "Metadata: true" is required; Portal never goes through a proxy (IMDS rejects
-            # X-Forwarded-For), which MetadataHTTP guarantees by not reading proxy settings.
-            self._http = open_client(
-                source="Azure",
-                platform="Azure",
-                on_platform=self.detect(),
-                override=self.override,
-                override_env=ENDPOINT_ENV,
-                default_endpoint=DEFAULT_ENDPOINT,
-                what="Azure IMDS",
-                headers={"Metadata": "true"},
-            )
-        return self._http
-
-    def _request(
-        self, method: str, path: str, *, timeout_s: float, body: bytes | None = None
-    ) -> Answer:
-        client = self._client()
-        headers = {"Content-Type": "application/json"} if body is not None else None
-        answer = client.request(method, path, timeout_s=timeout_s, headers=headers, body=body)
-        if answer.status == 200:
-            return answer
-        url = client.url(path)
-        hints = {
-            400: "refused the request (400): the Metadata: true header was lost, or a proxy added "
-            "X-Forwarded-For",
-            404: "has no such document (404): check the api-version",
-            410: "is not ready (410); retrying",
-            429: "is rate limiting (429): too many requests per second; backing off",
-        }
-        why = hints.get(answer.status, f"answered HTTP {answer.status}; retrying")
-        raise MetadataUnavailable(
-            f"Azure IMDS at {url} {why}", details={"endpoint": url, "status": answer.status}
-        )
+    def documents(self) -> list[Document]:
+        return [Document(EVENTS, self.poll_interval_s, self._changes, key="events")]
 
     # --- this VM ---------------------------------------------------------------------------------
 
     def _read_compute(self) -> dict[str, str]:
         if self._compute is None:
-            answer = self._request("GET", INSTANCE, timeout_s=self.request_timeout_s)
+            answer = self.request("GET", INSTANCE)
             try:
                 self._compute = parse_compute(answer.text)
             except ValueError as exc:
-                url = self._client().url(INSTANCE)
-                raise MetadataUnavailable(
-                    f"Azure IMDS at {url} answered something unreadable: {exc}; retrying",
-                    details={"endpoint": url},
-                ) from None
+                raise self.unreadable(self.client().url(INSTANCE), exc) from None
         return self._compute
 
     def _names(self) -> frozenset[str]:
@@ -224,35 +183,14 @@ class AzureNoticeSource:
 
     # --- the protocol ------------------------------------------------------------------------------
 
-    def poll(self, timeout_s: float = 0.0) -> Sequence[Notice]:
-        """Reads the document when due (every ``poll_interval_s``); returns on a change."""
-        end = self.clock.monotonic() + max(0.0, timeout_s)
-        while True:
-            now = self.clock.monotonic()
-            if now >= self._next_due:
-                self._next_due = now + self.poll_interval_s
-                try:
-                    changes = self._read_events()
-                except MetadataUnavailable as exc:
-                    if exc.details.get("status") == 429:
-                        self._next_due = now + max(5.0, self.poll_interval_s)
-                    self.problems.report(f"events:{exc.details.get('status')}", exc.message)
-                    raise
-                self.problems.clear_prefix("events:")
-                if changes:
-                    return changes
-            now = self.clock.monotonic()
-            if self._next_due > end:
-                self.clock.sleep(max(0.0, end - now))
-                return []
-            self.clock.sleep(max(0.0, self._next_due - now))
-
-    def _read_events(self) -> list[Notice]:
-        names = self._names()
+    def fetch(self, document: Document) -> Answer:
+        """The events document; this VM's names first, as no event can be told its own
+        without them. The first request may wait long: it turns the service on."""
+        self._names()
         first = not self._events_read
         timeout = self.first_request_timeout_s if first else self.request_timeout_s
         try:
-            answer = self._request("GET", EVENTS, timeout_s=timeout)
+            answer = self.request("GET", document.path, timeout_s=timeout)
         except MetadataUnavailable as exc:
             if first and "no answer" in exc.message:
                 raise MetadataUnavailable(
@@ -260,38 +198,28 @@ class AzureNoticeSource:
                 ) from exc
             raise
         self._events_read = True
-        try:
-            document, problems = parse_scheduled_events(answer.text)
-        except ValueError as exc:
-            url = self._client().url(EVENTS)
-            raise MetadataUnavailable(
-                f"Azure IMDS at {url} answered something unreadable: {exc}; retrying",
-                details={"endpoint": url, "status": "malformed"},
-            ) from None
+        return answer
+
+    def _changes(self, answer: Answer) -> list[Notice]:
+        document, problems = parse_scheduled_events(answer.text)
         for problem in problems:
             self.problems.report(f"entry:{problem}", f"Azure Scheduled Events: skipped {problem}")
-        return self._changes(document, names, answer)
+        return self._events_changes(document, self._names(), answer)
 
-    def _changes(
+    def _events_changes(
         self, document: EventsDocument, names: frozenset[str], answer: Answer
     ) -> list[Notice]:
         mine = {e.event_id: e for e in document.events if e.concerns(names)}
         changes: list[Notice] = []
         for event in mine.values():
+            if event.event_id in self._reported:
+                continue  # its deadline stays (NotBefore empties when the event starts)
             notice = self._notice_for(event, answer)
-            if notice is not None and event.event_id not in self._reported:
-                self._reported[event.event_id] = notice
-                log.warning(
-                    "%s notice %s (%s, %s): deadline in %.0f s",
-                    notice.kind,
-                    notice.id,
-                    event.event_type,
-                    event.status,
-                    notice.deadline - notice.seen_at,
-                )
-                changes.append(notice)
+            if notice is not None:
+                why = f"{event.event_type}, {event.status}"
+                changes += self.report_once(event.event_id, notice, why=why)
         listed = {e.event_id for e in document.events}
-        for event_id, notice in list(self._reported.items()):
+        for event_id in list(self._reported):
             if event_id in mine:
                 continue
             if event_id not in listed and document.incarnation == self._incarnation:
@@ -302,18 +230,12 @@ class AzureNoticeSource:
                 )
                 continue
             # Done or cancelled: either way the notice no longer holds.
-            del self._reported[event_id]
             self.problems.clear(f"vanished:{event_id}")
-            log.warning(
-                "%s notice %s withdrawn: event %s is gone", notice.kind, notice.id, event_id
-            )
-            changes.append(notice.cancel())
+            changes += self.withdraw_once(event_id, why=f"event {event_id} is gone")
         self._incarnation = document.incarnation
         return changes
 
     def _notice_for(self, event: ScheduledEvent, answer: Answer) -> Notice | None:
-        if event.event_id in self._reported:
-            return self._reported[event.event_id]  # its deadline stays (NotBefore empties on start)
         kind = KINDS.get(event.event_type)
         if kind is None:
             if event.event_type not in EVENT_TYPES:
@@ -328,24 +250,8 @@ class AzureNoticeSource:
         if event.not_before is None:
             deadline = now  # already started: the machine may go at any moment
         else:
-            skew = skew_s(answer, now)
-            if skew and not self._skew_logged:
-                self._skew_logged = True
-                log.warning(
-                    "this machine's clock differs from Azure IMDS' by %.1f s; notice deadlines "
-                    "are converted to this machine's clock (fix the clock: chrony/NTP)",
-                    -skew,
-                )
-            deadline = max(0.0, event.not_before - skew)
-        return Notice(
-            id=f"azure-{event.event_id}",
-            source=self.name,
-            provider=PROVIDER,
-            kind=kind,
-            deadline=deadline,
-            seen_at=now,
-            raw=dict(event.raw),
-        )
+            deadline = self.local_deadline(event.not_before, answer)
+        return self.notice(f"azure-{event.event_id}", kind, deadline, event.raw, seen_at=now)
 
     def acknowledge(self, notice: Notice) -> None:
         """Tell Azure this VM is ready (the checkpoint is safe), so the event may start now
@@ -357,11 +263,6 @@ class AzureNoticeSource:
                 "azure source can be acknowledged"
             )
         body = json.dumps({"StartRequests": [{"EventId": event_id}]}).encode()
-        self._request("POST", EVENTS, timeout_s=self.request_timeout_s, body=body)
-        log.info("acknowledged Azure event %s: it may start now", event_id)
-
-    def close(self) -> None:
-        self._closed = True
-        if self._http is not None:
-            self._http.close()
-            self._http = None
+        headers = {"Content-Type": "application/json"}
+        self.request("POST", EVENTS, headers=headers, body=body)
+        self.log.info("acknowledged Azure event %s: it may start now", event_id)

@@ -8,7 +8,7 @@ and third-party plugins can drive the same fake::
     with FakeAzureMetadata(vm_name="vm-1") as azure:
         source = AzureNoticeSource(endpoint=azure.url)
         event_id = azure.preempt(in_seconds=30)
-        azure.fail_next(429)      # faults come from portal.core.testing.http_fake
+        azure.fail_next(429)      # faults come from portal.providers.base.testing
 
 What it models: ``Metadata: true`` required (400 without; 400 with ``X-Forwarded-For``), the
 ``api-version`` query parameter required; the Scheduled Events document with a
@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from portal.core.testing.http_fake import FakeHTTPServer, RecordedRequest, Reply
+from portal.providers.base.testing import FakeHTTPServer, RecordedRequest, Reply
 
 __all__ = ["FakeAzureMetadata"]
 

@@ -1,54 +1,27 @@
 """Portal plugin: the GCP notice source and catalog (entry point ``gcp``).
 
-The factories import their modules on first use, so registering the plugin costs the host nothing
-until it builds a source or reads the catalog.
+Nothing of the provider is imported until Portal builds the source or reads the catalog.
 """
 
-from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
 from portal.core.hookspecs import hookimpl
-from portal.core.specs import CatalogSpec, NoticeSourceContext, NoticeSourceSpec
+from portal.core.specs import CatalogSpec, NoticeSourceSpec
+from portal.providers.base.registration import provider_specs
 
-if TYPE_CHECKING:
-    from portal.core.domain import MachineType
-    from portal.providers.gcp.notices import GcpNoticeSource
-
-
-def make_source(context: NoticeSourceContext) -> GcpNoticeSource:
-    from portal.providers.gcp.notices import GcpNoticeSource
-
-    return GcpNoticeSource.from_context(context)
-
-
-def machine_types() -> Iterable[MachineType]:
-    from portal.providers.gcp.catalog import load_machine_types
-
-    return load_machine_types()
+SPECS = provider_specs(
+    "gcp",
+    source="portal.providers.gcp.notices:GcpNoticeSource.from_context",
+    catalog="portal.providers.gcp.catalog:load_machine_types",
+    source_description="Compute Engine Spot/preemptible preemption and terminating host maintenance, "
+    "from the metadata server (hanging GETs)",
+    catalog_description="common Compute Engine spot machine types (vCPUs, memory, GPUs)",
+)
 
 
 @hookimpl
 def portal_notice_sources() -> list[NoticeSourceSpec]:
-    return [
-        NoticeSourceSpec(
-            name="gcp",
-            provider="gcp",
-            factory=make_source,
-            description="Compute Engine Spot/preemptible preemption and terminating host maintenance, "
-            "from the metadata server (hanging GETs)",
-        )
-    ]
+    return list(SPECS.sources)
 
 
 @hookimpl
 def portal_catalogs() -> list[CatalogSpec]:
-    return [
-        CatalogSpec(
-            name="gcp",
-            provider="gcp",
-            machine_types=machine_types,
-            description="common Compute Engine spot machine types (vCPUs, memory, GPUs)",
-        )
-    ]
+    return list(SPECS.catalogs)

@@ -8,7 +8,7 @@ that tests elsewhere and third-party plugins can drive the same fake::
     with FakeGCEMetadata() as gce:
         source = GcpNoticeSource(host=gce.host)   # what GCE_METADATA_HOST carries
         gce.preempt()
-        gce.fail_next(503)        # faults come from portal.core.testing.http_fake
+        gce.fail_next(503)        # faults come from portal.providers.base.testing
 
 What it models: ``Metadata-Flavor: Google`` required (403 without, or with ``X-Forwarded-For``) and
 sent back; an ``ETag`` on every answer, derived from the value; hanging GETs
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 
-from portal.core.testing.http_fake import FakeHTTPServer, RecordedRequest, Reply
+from portal.providers.base.testing import FakeHTTPServer, RecordedRequest, Reply
 
 __all__ = ["FakeGCEMetadata"]
 

@@ -1,8 +1,6 @@
-"""Plumbing shared by the metadata notice sources: a small HTTP client, errors, DMI, problem log.
+"""The HTTP client every metadata notice source talks through, its answers and its one error.
 
-Lives in portal-core so that every provider package (ours and third parties') uses one copy and
-stays installable with portal-core as its only dependency. Standard library only: importing it
-costs nothing heavy.
+Standard library only (and attrs, which portal-core brings): importing it costs nothing heavy.
 
 Why not urllib: it honours ``HTTP_PROXY`` (Azure rejects proxied requests, and a proxy must never
 see metadata), opens a connection per request (polling once a second should not), and its
@@ -17,14 +15,11 @@ from __future__ import annotations
 import contextlib
 import email.utils
 import http.client
-import logging
-import os
 import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Mapping
-from pathlib import Path
 from typing import ClassVar
 
 import attrs
@@ -32,31 +27,19 @@ import attrs
 from portal.core.errors import InvalidSettingError, PortalError
 
 __all__ = [
-    "DEFAULT_DMI_DIR",
     "MAX_BODY_BYTES",
     "Answer",
     "MetadataHTTP",
     "MetadataUnavailable",
-    "ProblemLog",
     "open_client",
-    "read_dmi",
+    "parse_base_url",
     "skew_s",
 ]
 
-DEFAULT_DMI_DIR = "/sys/class/dmi/id"
 #: Metadata answers are a few hundred bytes; anything far larger is not the service we expect.
 MAX_BODY_BYTES = 256 * 1024
 #: Clock differences below this are the ``Date`` header's 1 s resolution plus latency, not skew.
 SKEW_THRESHOLD_S = 2.0
-_DMI_FIELDS = (
-    "sys_vendor",
-    "product_name",
-    "product_version",
-    "product_uuid",
-    "bios_vendor",
-    "board_asset_tag",
-    "chassis_asset_tag",
-)
 
 
 class MetadataUnavailable(PortalError):
@@ -67,21 +50,6 @@ class MetadataUnavailable(PortalError):
     """
 
     code: ClassVar[str] = "NOTICE_ENDPOINT_UNAVAILABLE"
-
-
-def read_dmi(dmi_dir: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """The DMI strings cloud-init identifies clouds by; missing or unreadable fields are ``""``.
-
-    Reading a few small files never touches the network, so detection costs nothing off-cloud.
-    """
-    base = Path(dmi_dir if dmi_dir is not None else DEFAULT_DMI_DIR)
-    found: dict[str, str] = {}
-    for name in _DMI_FIELDS:
-        try:
-            found[name] = (base / name).read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            found[name] = ""
-    return found
 
 
 @attrs.frozen
@@ -121,38 +89,6 @@ def skew_s(answer: Answer, local_now: float) -> float:
         return 0.0
     skew = server - local_now
     return skew if abs(skew) > SKEW_THRESHOLD_S else 0.0
-
-
-class ProblemLog:
-    """Logs one line per distinct problem, and one when it clears, instead of one per poll."""
-
-    def __init__(self, logger: logging.Logger) -> None:
-        self.logger = logger
-        self._active: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def report(self, key: str, message: str, *, level: int = logging.WARNING) -> None:
-        with self._lock:
-            if key in self._active:
-                return
-            self._active[key] = message
-        self.logger.log(level, "%s", message)
-
-    def clear(self, key: str) -> None:
-        with self._lock:
-            message = self._active.pop(key, None)
-        if message is not None:
-            self.logger.info("recovered: %s", key)
-
-    def clear_prefix(self, prefix: str) -> None:
-        with self._lock:
-            keys = [k for k in self._active if k.startswith(prefix)]
-        for key in keys:
-            self.clear(key)
-
-    def active(self) -> dict[str, str]:
-        with self._lock:
-            return dict(self._active)
 
 
 def open_client(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from portal.core.testing.http_fake import FakeHTTPServer, RecordedRequest, Reply, loopback_only
+from portal.providers.base.testing import FakeHTTPServer, RecordedRequest, Reply, loopback_only
 
 
 class Echo(FakeHTTPServer):
