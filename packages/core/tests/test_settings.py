@@ -49,3 +49,61 @@ def test_bad_value_names_setting_value_origin_and_choices() -> None:
 def test_bad_values(values: dict[str, object], needle: str) -> None:
     with pytest.raises(InvalidSettingError, match=needle):
         Settings.load(values, environ={}, source="settings.toml")
+
+
+def test_layers_from_defaults_to_environment_each_with_its_origin(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    home.mkdir()
+    project.mkdir()
+    (home / "config.toml").write_text(
+        'checkpoint_every = "10m"\nnotice_default_s = 90\n\n[spot]\nmove_when_over = false\n'
+    )
+    (project / "portal.toml").write_text('notice_default_s = 60\ncapture_probe = "full"\n')
+    s = Settings.load(
+        {"capture_probe": "off"},
+        environ={"PORTAL_HOME": str(home), "PORTAL_CHECKPOINT_EVERY": "5m"},
+        source="the job's options",
+        project=project,
+    )
+    assert s.spot_move_when_over is False  # the user's file, in a [spot] table
+    assert s.notice_default_s == 60.0  # the project's file over the user's
+    assert s.capture_probe == "off"  # the caller's values over both files
+    assert s.checkpoint_every == 300.0  # the environment over everything
+    origins = {name: origin for name, _, origin in s.explain()}
+    assert origins["spot.move_when_over"] == f"{home / 'config.toml'} line 5"
+    assert origins["notice_default_s"] == f"{project / 'portal.toml'} line 1"
+    assert origins["capture_probe"] == "the job's options"
+    assert origins["checkpoint_every"] == "environment variable PORTAL_CHECKPOINT_EVERY"
+    assert origins["cloud"] == "default"
+    without_project = Settings.load(environ={"PORTAL_HOME": str(home)}, project=False)
+    assert without_project.notice_default_s == 90.0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("capture_probe = 'on'\nbogus = 1\n", "unknown setting 'bogus' in {file} line 2"),
+        (
+            "[spot]\nmove_when_ever = true\n",
+            "unknown setting 'spot.move_when_ever' in {file} line 2",
+        ),
+        (
+            "\n\n[spot]\nmove_when_over = 'perhaps'\n",
+            "(from {file} line 4): expected true or false",
+        ),
+        ("capture_probe = \n", "{file} is not valid TOML"),
+    ],
+)
+def test_a_settings_file_that_is_wrong_is_named_with_its_line(
+    tmp_path: Path, text: str, needle: str
+) -> None:
+    (tmp_path / "config.toml").write_text(text)
+    with pytest.raises(InvalidSettingError) as info:
+        Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False)
+    assert needle.format(file=tmp_path / "config.toml") in str(info.value)
+
+
+def test_a_settings_file_that_is_not_text_is_named(tmp_path: Path) -> None:
+    (tmp_path / "config.toml").write_bytes(b"\xff\xfe\x00 not text")
+    with pytest.raises(InvalidSettingError, match=r"config\.toml is not text"):
+        Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False)

@@ -747,7 +747,7 @@ def test_a_control_plane_service_is_chosen_by_environment_or_config_file(tmp_pat
     assert isinstance(store, HttpControlStore)
     assert (store.url, store.timeout) == ("http://127.0.0.1:9", 2)
     (tmp_path / "config.toml").write_text(
-        'control_plane = "https://control.example:8471"\ncontrol_token = "t2"\nother = 1\n'
+        'control_plane = "https://control.example:8471"\ncontrol_token = "t2"\n'
     )
     from_file = open_control_store(Settings.load(environ={"PORTAL_HOME": str(tmp_path)}))
     assert isinstance(from_file, HttpControlStore) and from_file.url.startswith("https://control")

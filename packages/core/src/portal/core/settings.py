@@ -1,13 +1,19 @@
-"""Portal's settings, validated in one place.
+"""Portal's settings, validated in one place, from one stack of layers.
 
-Settings come from a mapping (a settings file, a job's options) and from environment variables,
-the environment winning. A bad value is refused with :class:`InvalidSettingError` naming the
-setting, the value, where it came from and what is accepted.
+Lowest first: the defaults; ``PORTAL_HOME/config.toml`` (this user, every shell); ``portal.toml``
+in the project's directory (the directory a command runs in: the job's); the values a caller
+passes (a job's options); the environment's ``PORTAL_*`` variables. A higher layer wins, and
+every value remembers the layer it came from (``portal config show``). A file's keys are the
+settings' names (``spot.move_when_over`` is ``move_when_over`` in a ``[spot]`` table); a key no
+setting has, or a bad value, is refused with :class:`InvalidSettingError` naming the setting, the
+value, the file and line it came from, and what is accepted.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,11 +25,20 @@ from portal.core.errors import InvalidSettingError
 __all__ = [
     "CHECKPOINT_EVERY_SPOT_S",
     "CLOUDS",
+    "CONFIG_NAME",
     "PROBE_MODES",
+    "PROJECT_NAME",
     "Settings",
     "checkpoint_every",
     "parse_duration",
+    "read_settings_file",
+    "setting_names",
 ]
+
+#: This user's settings file, in PORTAL_HOME.
+CONFIG_NAME = "config.toml"
+#: A project's settings file, in the directory a command runs in.
+PROJECT_NAME = "portal.toml"
 
 PROBE_MODES = ("on", "full", "off")
 #: Where ``portal resume`` and ``portal move`` find offers: this machine only, or the simulated
@@ -184,6 +199,10 @@ class Settings:
     #: None: ``auto``; 0.0: ``off``; else the seconds between periodic checkpoints.
     checkpoint_every: float | None = None
     checkpoint_independent_every: int = 4
+    #: Where each setting's value came from (``default``, a file and line, a variable).
+    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+    #: Each setting's parsed value, by the setting's name (``spot.move_when_over``).
+    values: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
 
     def checkpoint_interval(self, purchase: str) -> float | None:
         """Seconds between periodic checkpoints on a machine bought ``purchase`` (``spot``,
@@ -199,8 +218,11 @@ class Settings:
         *,
         environ: Mapping[str, str] | None = None,
         source: str = "settings",
+        project: Path | bool | None = True,
     ) -> Settings:
-        """Merge ``values`` (from ``source``) with the environment and validate everything."""
+        """Every layer merged (see the module), validated. ``values`` come from ``source``;
+        ``project``: the directory whose ``portal.toml`` counts (True: the current one; False
+        or None: none)."""
         env = os.environ if environ is None else environ
         given = dict(values or {})
         unknown = sorted(set(given) - set(_SCHEMA))
@@ -210,11 +232,25 @@ class Settings:
                 f"{', '.join(sorted(_SCHEMA))}",
                 details={"setting": unknown[0]},
             )
+        home_value = env.get("PORTAL_HOME") or given.get("home")
+        home_path = Path(str(home_value) if home_value else Path.home() / ".portal").expanduser()
+        layers: list[tuple[str, Mapping[str, tuple[Any, str]]]] = [
+            ("file", read_settings_file(home_path / CONFIG_NAME))
+        ]
+        directory = Path.cwd() if project is True else project or None
+        if directory:
+            layers.append(("file", read_settings_file(Path(directory) / PROJECT_NAME)))
+        layers.append(("given", {k: (v, source) for k, v in given.items()}))
         resolved: dict[str, Any] = {}
+        origins: dict[str, str] = {}
         for name, (env_name, parse, default) in _SCHEMA.items():
-            raw, origin = given.get(name, default), source
+            raw, origin = default, "default"
+            for _, layer in layers:
+                if name in layer:
+                    raw, origin = layer[name]
             if env_name and env.get(env_name, "") != "":
                 raw, origin = env[env_name], f"environment variable {env_name}"
+            origins[name] = origin
             if raw is None:
                 resolved[name] = None
                 continue
@@ -242,4 +278,78 @@ class Settings:
             control_token=resolved["control_token"],
             checkpoint_every=resolved["checkpoint_every"],
             checkpoint_independent_every=resolved["checkpoint_independent_every"],
+            origins=origins,
+            values={name: resolved[name] for name in _SCHEMA},
         )
+
+    def explain(self) -> list[tuple[str, Any, str]]:
+        """Each setting's effective value and the layer it came from, by name."""
+        return [
+            (name, self.values.get(name), self.origins.get(name, "default")) for name in _SCHEMA
+        ]
+
+
+def setting_names() -> list[str]:
+    """Every setting's name, as files and ``portal config`` spell them."""
+    return sorted(_SCHEMA)
+
+
+def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+def _line_of(text: str, name: str) -> int | None:
+    """The line where ``name``'s last part is set (``move_when_over`` for ``spot.move_when_over``),
+    for messages; None when not found."""
+    last = re.escape(name.rsplit(".", 1)[-1])
+    for number, line in enumerate(text.splitlines(), 1):
+        if re.match(rf"\s*([\w.\"']*\.)?[\"']?{last}[\"']?\s*=", line):
+            return number
+    return None
+
+
+def read_settings_file(path: Path) -> dict[str, tuple[Any, str]]:
+    """The settings ``path`` sets, each with where (``FILE line N``); an absent file sets none.
+
+    Refuses, naming the file (and line): a file that cannot be read, is not UTF-8, is not TOML,
+    or sets a key that is no setting."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    except UnicodeDecodeError:
+        raise InvalidSettingError(
+            f"{path} is not text (not UTF-8): a settings file holds TOML; fix it, or remove it",
+            details={"file": str(path)},
+        ) from None
+    except OSError as why:
+        raise InvalidSettingError(
+            f"cannot read {path} ({why.strerror}): fix its permissions, or remove it",
+            details={"file": str(path)},
+        ) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as why:
+        raise InvalidSettingError(
+            f"{path} is not valid TOML ({why}): fix it, or remove it",
+            details={"file": str(path)},
+        ) from None
+    found: dict[str, tuple[Any, str]] = {}
+    for name, value in _flatten(data).items():
+        line = _line_of(text, name)
+        where = f"{path} line {line}" if line else str(path)
+        if name not in _SCHEMA:
+            raise InvalidSettingError(
+                f"unknown setting {name!r} in {where}; known settings: "
+                f"{', '.join(sorted(_SCHEMA))}. Fix the name, or remove it",
+                details={"setting": name, "file": str(path), "line": line},
+            )
+        found[name] = (value, where)
+    return found

@@ -600,6 +600,16 @@ def _parser() -> argparse.ArgumentParser:
     console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
     console.add_argument("--port", type=int, default=8470, metavar="P", help="default 8470")
     sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
+    config = sub.add_parser("config", help="the settings: each value and where it comes from")
+    actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
+    show = actions.add_parser("show", help="every setting's value and the layer it comes from")
+    show.add_argument("--json", action="store_true")
+    setting = actions.add_parser("set", help="write KEY = VALUE to PORTAL_HOME/config.toml")
+    setting.add_argument("key", metavar="KEY")
+    setting.add_argument("value", metavar="VALUE")
+    setting.add_argument(
+        "--project", action="store_true", help="write it to ./portal.toml (this project) instead"
+    )
     # Parsed by portal.server itself (see _server_main); listed here for `portal --help`.
     sub.add_parser("server", help="the control plane as an HTTP service; token create/list/revoke")
     return parser
@@ -657,6 +667,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _server_main(args[1:])
     options = _parser().parse_args(argv)
     try:
+        if options.command == "config":  # the settings alone: no control plane is opened
+            from portal.cli.config import config_command
+
+            return config_command(options)
         cli = Cli()
         return int(getattr(cli, options.command)(options))
     except InvalidArgumentError as exc:

@@ -144,10 +144,10 @@ def job_checkpoints(
         created = ref.created_at or recorded.get(ckpt, 0.0)
         if ref.state is CheckpointState.INCOMPLETE:
             if ckpt in recorded:  # stored whole once: its manifest went afterwards
-                why = "its manifest is gone from the store, though it was stored complete"
-                mark_damaged(plane, job_id, ckpt, why)
+                gone = "its manifest is gone from the store, though it was stored complete"
+                mark_damaged(plane, job_id, ckpt, gone)
                 views.append(
-                    CheckpointView(id=ckpt, created_at=created, bytes=0, state="damaged", why=why)
+                    CheckpointView(id=ckpt, created_at=created, bytes=0, state="damaged", why=gone)
                 )
             else:
                 views.append(
@@ -161,14 +161,14 @@ def job_checkpoints(
             broken = _why_broken(store, job_id, ckpt, verify=verify)
         if broken is not None:
             mark_damaged(plane, job_id, ckpt, broken)
-        why = broken or marks.get(ckpt)
+        reason = broken or marks.get(ckpt)
         views.append(
             CheckpointView(
                 id=ckpt,
                 created_at=created,
                 bytes=ref.size_bytes,
-                state="damaged" if why else "complete",
-                why=why or "",
+                state="damaged" if reason else "complete",
+                why=reason or "",
             )
         )
     for ckpt, at in recorded.items():
