@@ -35,3 +35,29 @@ def test_an_aws_spot_interruption_suspends_the_job(portal: PortalCli, imds: Fake
     del portal.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"]
     assert portal("resume", job).returncode == 0
     assert portal("logs", job).stdout == expected
+
+
+@pytest.mark.one_python
+def test_on_a_spot_machine_the_node_knows_it_is_spot(portal: PortalCli, imds: FakeIMDS) -> None:
+    """The node asks the source that detected the machine what it is: on a spot VM a
+    capture_probe = full check runs without its rehearsal, and the machine is named."""
+    portal.env["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = imds.url
+    portal.env["PORTAL_CAPTURE_PROBE"] = "full"
+    job = portal("run", "--detach", "--name", "spot", "count.py", "1").stdout.strip()
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "done"
+    events = {e["kind"]: e for e in _events(portal, job)}
+    assert events["machine"]["message"].startswith("this machine is aws c7i.large, spot, in ")
+    assert events["machine"]["data"]["capacity"] == "spot"
+    assert events["carry-no-rehearsal"]["data"]["purchase"] == "spot"
+    assert "this is a spot machine" in events["carry-no-rehearsal"]["message"]
+
+
+def _events(portal: PortalCli, job: str) -> list[dict[str, object]]:
+    import contextlib
+    import json
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(portal.home / "portal.db")) as conn:
+        conn.row_factory = sqlite3.Row
+        rows = conn.execute("SELECT * FROM events WHERE job_id = ?", (job,)).fetchall()
+    return [{**dict(r), "data": json.loads(r["data"] or "{}")} for r in rows]

@@ -53,6 +53,18 @@ def watching(names: Sequence[str]) -> str:
     return f"node watching notice sources: {', '.join(names) or 'none'}"
 
 
+def machine(facts: dict[str, Any]) -> str:
+    """What the notice sources say this machine is: ``aws c7i.large, spot, us-east-1a``."""
+    what = " ".join(str(facts[k]) for k in ("provider", "instance_type") if facts.get(k))
+    bought = {"spot": "spot", "on_demand": "on-demand", "reserved": "reserved"}.get(
+        str(facts.get("capacity")), "bought how, it does not say"
+    )
+    where = facts.get("zone") or facts.get("region")
+    return f"this machine is {what or 'of an unknown kind'}, {bought}" + (
+        f", in {where}" if where else ""
+    )
+
+
 def started(attempt: int, pid: int) -> str:
     return f"attempt {attempt} started (process {pid})"
 

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.settings import Settings
 from portal.node.journal import Journal
+from portal.node.machine import machine_facts, purchase_of
 from portal.node.measure import child_pids
 from portal.node.observer import load_observer
 from portal.node.periodic import PeriodicCheckpoints
@@ -232,6 +233,25 @@ class Node:
 
     # --- the attempt ----------------------------------------------------------------------------
 
+    def _learn_machine(self, sources: Sequence[Any]) -> None:
+        """Ask the sources that detected this machine what it is (see :mod:`.machine`); its
+        purchase model then decides the rehearsal and ``checkpoint_every = auto``, unless the
+        node was told it (``PORTAL_NODE_PURCHASE``, a provisioned machine's record)."""
+        facts = machine_facts(sources)
+        if facts is None or not (facts.get("capacity") or facts.get("instance_type")):
+            return  # a platform alone (the SIGTERM source) says nothing worth an event
+        shown = {k: v for k, v in facts.items() if v}
+        self.report("machine", wording.machine(shown), **shown)
+        learned = purchase_of(facts)
+        told = self.environ.get(PURCHASE_ENV, "").strip() or self._machine != "local"
+        if learned is None or told or learned == self._purchase:
+            return
+        self._purchase = learned
+        self._probe.rehearse = self._probe.full and learned == "on-demand"
+        self._periodic = PeriodicCheckpoints.for_job(
+            self.plane.settings, self.environ, learned, self.dir
+        )
+
     def _command(self) -> list[str]:
         base = [sys.executable, "-m", "portal.runtime"]
         control = ["--control", str(self.socket_path), "--checkpoint", str(self.checkpoint_path)]
@@ -294,6 +314,7 @@ class Node:
         )
         watcher = NoticeWatcher(sources).start()
         self.report("watching", wording.watching(watcher.names), sources=watcher.names)
+        self._learn_machine(sources)
         if self._probe.full and not self._probe.rehearse:
             self.report(
                 "carry-no-rehearsal",
