@@ -56,8 +56,9 @@ def machine_facts(
     thread.join(timeout_s)
     if thread.is_alive():
         log.warning("the notice sources did not say what machine this is in %g s", timeout_s)
-    told = [f for f in list(found) if f.get("capacity")]
-    return (told or found or [None])[0]
+    answers = list(found)
+    told = [f for f in answers if f.get("capacity")]
+    return (told or answers)[0] if answers else None
 
 
 def purchase_of(facts: dict[str, str | None] | None) -> str | None:
