@@ -309,13 +309,29 @@ def test_clock_skew_is_converted_to_this_machines_clock(empty_dmi: Path) -> None
             source.close()
 
 
+def test_an_imds_whose_clock_is_57_years_off_is_no_notice_at_all(empty_dmi: Path) -> None:
+    """A hostile or broken IMDS: its Date is 57 years ahead, and its notice time with it.
+    The Date moves nothing (a bad header, not a skewed clock), and a notice time 57 years away
+    is malformed: reported as unreadable, never a notice for the year 2083."""
+    with FakeIMDS(skew_s=57 * 365 * 86_400.0) as imds:
+        source = make(imds, empty_dmi)
+        try:
+            imds.preempt(in_seconds=120)
+            with pytest.raises(PortalError, match="is more than a day from this machine's clock"):
+                for _ in range(40):
+                    source.poll(0.05)
+        finally:
+            source.close()
+
+
 def test_deadlines_follow_an_injected_clock(imds: FakeIMDS, empty_dmi: Path) -> None:
-    clock = FakeClock(start=1_000_000.0)
+    start = float(int(time.time()) - 300)  # this machine's clock, five minutes behind IMDS's
+    clock = FakeClock(start=start)
     source = make(imds, empty_dmi, clock=clock)
     try:
         imds.preempt(in_seconds=120)
         (notice,) = source.poll(0)
-        assert notice.seen_at == 1_000_000.0 and 118 <= notice.notice_s <= 121
+        assert notice.seen_at == start and 118 <= notice.notice_s <= 121
     finally:
         source.close()
 

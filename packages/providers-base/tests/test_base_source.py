@@ -16,8 +16,6 @@ from portal.providers.base.metadata import Answer, MetadataUnavailable
 from portal.providers.base.polling import PollingNoticeSource
 from portal.providers.base.testing import loopback_only
 
-DATE_AHEAD = {"date": "Sun, 06 Nov 2033 08:49:37 GMT"}  # far ahead of the fake clock
-
 
 @pytest.fixture(autouse=True)
 def _no_real_network() -> Iterator[None]:
@@ -62,16 +60,38 @@ def test_remembering_withdrawn_keys_never_reports_them_again(tmp_path: Path) -> 
 def test_the_service_clock_is_converted_and_skew_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    clock = FakeClock(start=2_000_000_000.0)
+    clock = FakeClock(start=1_700_000_000.0)  # 2023-11-14 22:13:20 UTC
     source = acme(dmi_dir=tmp_path, clock=clock)
-    answer = Answer(200, b"", DATE_AHEAD)
+    answer = Answer(200, b"", {"date": "Tue, 14 Nov 2023 22:16:20 GMT"})  # 3 minutes ahead
     skew = answer.server_time() - clock.now()  # type: ignore[operator]
+    assert skew == 180.0
     with caplog.at_level(logging.WARNING, "portal.notices.acme"):
         assert source.local_deadline(clock.now() + skew + 30, answer) == clock.now() + 30
         source.local_deadline(clock.now(), answer)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and "differs from Acme metadata'" in lines[0]
-    assert source.local_deadline(5.0, Answer(200, b"", {})) == 5.0  # no Date: no conversion
+    no_date = Answer(200, b"", {})
+    assert source.local_deadline(clock.now() + 5, no_date) == clock.now() + 5  # no conversion
+
+
+def test_a_date_far_from_this_clock_is_a_bad_header_and_moves_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hostile or broken service's Date 57 years off must not put a 120 s notice there."""
+    clock = FakeClock(start=1_700_000_000.0)
+    source = acme(dmi_dir=tmp_path, clock=clock)
+    far = Answer(200, b"", {"date": "Mon, 01 Jan 2080 00:00:00 GMT"})
+    with caplog.at_level(logging.WARNING, "portal.notices.acme"):
+        assert source.local_deadline(clock.now() + 120, far) == clock.now() + 120
+    assert "taken as a bad header, not a skewed clock" in caplog.text
+
+
+@pytest.mark.parametrize("stated", [0.0, 5.0, 253_402_300_799.0, 1_700_000_000.0 + 2 * 86_400])
+def test_a_notice_time_more_than_a_day_away_is_malformed(tmp_path: Path, stated: float) -> None:
+    """1970, 9999 or the day after tomorrow: no notice this machine can have."""
+    source = acme(dmi_dir=tmp_path, clock=FakeClock(start=1_700_000_000.0))
+    with pytest.raises(ValueError, match="is more than a day from this machine's clock"):
+        source.local_deadline(stated, Answer(200, b"", {}))
 
 
 def test_unavailable_words_a_status_from_the_hints(tmp_path: Path) -> None:

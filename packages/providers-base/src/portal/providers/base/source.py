@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar, Self
 
@@ -41,7 +42,13 @@ from portal.providers.base.metadata import (
 )
 from portal.providers.base.problems import ProblemLog
 
-__all__ = ["MetadataNoticeSource", "MetadataService"]
+__all__ = ["MAX_SKEW_S", "PLAUSIBLE_S", "MetadataNoticeSource", "MetadataService"]
+
+#: A service ``Date`` further than this from this machine's clock is a bad header, not skew (an
+#: hour: a VM without NTP drifts minutes, not more).
+MAX_SKEW_S = 3600.0
+#: A notice time further than this from now is malformed, never a notice.
+PLAUSIBLE_S = 86_400.0
 
 
 @attrs.frozen(kw_only=True)
@@ -220,10 +227,26 @@ class MetadataNoticeSource:
         """A time in the service's clock (from ``answer``, by its ``Date``) -> this machine's.
 
         A skewed local clock still counts down the right number of seconds; the skew is logged
-        once, since fixing the clock is the operator's to do.
+        once, since fixing the clock is the operator's to do. A ``Date`` more than
+        :data:`MAX_SKEW_S` away is a bad header, not a skewed clock: it moves nothing (a
+        hostile or broken service could otherwise put a 120 s notice 57 years away). A time
+        more than :data:`PLAUSIBLE_S` from now is no notice this machine can have: it raises
+        :class:`ValueError` (the document is malformed), never a notice for 1970 or 9999.
         """
-        skew = skew_s(answer, self.clock.now())
-        if skew and not self._skew_logged:
+        now = self.clock.now()
+        skew = skew_s(answer, now)
+        if abs(skew) > MAX_SKEW_S:
+            if not self._skew_logged:
+                self._skew_logged = True
+                self.log.warning(
+                    "%s' Date header is %.0f s away from this machine's clock, more than %.0f s:"
+                    " taken as a bad header, not a skewed clock; notice times are read as stated",
+                    self.metadata.service,
+                    skew,
+                    MAX_SKEW_S,
+                )
+            skew = 0.0
+        elif skew and not self._skew_logged:
             self._skew_logged = True
             self.log.warning(
                 "this machine's clock differs from %s' by %.1f s; notice deadlines are "
@@ -231,7 +254,13 @@ class MetadataNoticeSource:
                 self.metadata.service,
                 -skew,
             )
-        return max(0.0, stated - skew)
+        local = stated - skew
+        if not now - PLAUSIBLE_S <= local <= now + PLAUSIBLE_S:
+            raise ValueError(
+                f"a notice time of {_utc(stated)} is more than a day from this machine's clock "
+                f"({_utc(now)}): no notice this machine can have"
+            )
+        return max(0.0, local)
 
     def notice(
         self,
@@ -282,3 +311,10 @@ class MetadataNoticeSource:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(override={self.override!r})"
+
+
+def _utc(at: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    except (OverflowError, OSError, ValueError):
+        return repr(at)
