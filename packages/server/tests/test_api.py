@@ -141,6 +141,23 @@ BAD_INPUT: list[tuple[str, str, Any, str]] = [
     ),
     ("GET", "/v1/jobs/j-a/events?after=x", None, "after='x'"),
     ("GET", "/v1/reclaims?since=soon", None, "since='soon'"),
+    # Numbers the stores cannot keep: refused as input, never a 500 from the database.
+    ("GET", f"/v1/jobs/j-a/events?after={2**64}", None, "a 64-bit integer"),
+    ("GET", "/v1/reclaims?since=1e999", None, "a finite time"),
+    ("POST", f"/v1/jobs/j-a/attempts/{2**40}/end", {"state": "exited", "at": 1.0}, "no attempt"),
+    (
+        "POST",
+        "/v1/jobs/j-a/attempts/1/end",
+        {"state": "exited", "at": 1.0, "exit_code": 2**70},
+        "not a valid EndAttemptRequest",
+    ),
+    (
+        "POST",
+        "/v1/jobs/j-a/events",
+        {"at": -5.0, "kind": "k", "message": "m"},
+        "not a valid NewEvent",
+    ),
+    ("POST", "/v1/jobs/j-a/heard", {"at": 1e300}, "not a valid HeardRequest"),
 ]
 
 
@@ -152,6 +169,28 @@ def test_bad_input_is_refused_with_what_is_wrong(raw: Raw, server: ServerProcess
         assert status == 400, (path, answer)
         assert answer["code"] == "INVALID_ARGUMENT" and answer["invalid_argument"] is True
         assert needle in answer["message"], answer
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_stored(
+    raw: Raw, server: ServerProcess, client: HttpControlStore
+) -> None:
+    """A 100 MB event was stored whole and returned by every read: the service refuses a body
+    over 1 MiB (413), with the limit and the way out, and stores nothing of it."""
+    raw("POST", "/v1/jobs", JOB, token=server.token)
+    huge = {"at": 1.0, "kind": "k", "message": "x" * (2 << 20)}
+    status, _, answer = raw("POST", "/v1/jobs/j-a/events", huge, token=server.token)
+    assert status == 413 and answer["code"] == "REQUEST_TOO_LARGE", answer
+    assert "over the control plane's limit of 1048576 bytes" in answer["message"]
+    assert client.events("j-a") == []
+    assert (
+        raw(
+            "POST",
+            "/v1/jobs/j-a/events",
+            {"at": 1.0, "kind": "k", "message": "m"},
+            token=server.token,
+        )[0]
+        == 201
+    )
 
 
 def test_job_references_that_cannot_name_a_job_are_refused(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import attrs
 import msgspec
@@ -72,15 +72,21 @@ HEALTH_PATH = f"{PREFIX}/health"
 # --- the domain's records ---------------------------------------------------------------------
 
 
+#: A moment as the stores keep it: seconds since the epoch, finite, not before it.
+Time = Annotated[float, msgspec.Meta(ge=0.0, le=1e12)]
+#: An integer the stores keep (SQLite and PostgreSQL: 64 bits, signed).
+Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+
+
 class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str
     script: str
     workdir: str
-    created_at: float
+    created_at: Time
     state: str
     name: str | None = None
     args: list[str] = []
-    memory_gib: float | None = None
+    memory_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobWire:
@@ -92,12 +98,12 @@ class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class AttemptWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     job_id: str
-    number: int
+    number: Int64
     machine: str
-    started_at: float
+    started_at: Time
     state: str
-    ended_at: float | None = None
-    exit_code: int | None = None
+    ended_at: Time | None = None
+    exit_code: Int64 | None = None
     resumed_from: str | None = None
 
     @classmethod
@@ -130,25 +136,25 @@ class SetStateRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
 
 class StartAttemptRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     machine: str
-    at: float
+    at: Time
     resumed_from: str | None = None
 
 
 class EndAttemptRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     state: str
-    at: float
-    exit_code: int | None = None
+    at: Time
+    exit_code: Int64 | None = None
 
 
 class HeardRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    at: float
+    at: Time
 
 
 class NewEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An event for the job the path names. ``id``: the reporter's id for it, when it may send
     it again (a retry after a timeout); the control plane records each id once."""
 
-    at: float
+    at: Time
     kind: str
     message: str
     data: dict[str, Any] = {}
@@ -157,7 +163,7 @@ class NewEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class ReclaimRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pool: str
-    at: float
+    at: Time
     machine: str
 
 

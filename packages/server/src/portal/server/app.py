@@ -51,6 +51,7 @@ _STATUS = {
     "METHOD_NOT_ALLOWED": 405,
     "JOB_STATE_CONFLICT": 409,
     "UNAUTHORIZED": 401,
+    "REQUEST_TOO_LARGE": 413,
     "CONTROL_DB_UNAVAILABLE": 503,
     "CONTROL_PLANE_BUSY": 503,
 }
@@ -80,6 +81,24 @@ class _MethodNotAllowedError(InvalidArgumentError):
 
 class _InternalError(PortalError):
     code = "CONTROL_PLANE_INTERNAL"
+
+
+class _TooLargeError(InvalidArgumentError):
+    code = "REQUEST_TOO_LARGE"
+
+
+#: The largest request body the service takes: an event, a job or an attempt is a few kB; a
+#: larger body is refused before it is read whole (one client must not fill the server).
+MAX_BODY_BYTES = 1 << 20
+
+
+def _too_large(request: Request, size: int) -> _TooLargeError:
+    return _TooLargeError(
+        f"the body of {request.method} {request.url.path} is {size} bytes or more, over the "
+        f"control plane's limit of {MAX_BODY_BYTES} bytes: an event's message and data are "
+        "meant to be short (put large output in the job's logs)",
+        details={"limit": MAX_BODY_BYTES},
+    )
 
 
 def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
@@ -163,7 +182,17 @@ class _Api:
 
     @staticmethod
     async def _body(request: Request, kind: type[T]) -> T:
-        data = await request.body()
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+            raise _too_large(request, int(declared))
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():  # counted as it comes: a body may not say its size
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                raise _too_large(request, size)
+            chunks.append(chunk)
+        data = b"".join(chunks)
         try:
             return _decoder(kind).decode(data)
         except msgspec.DecodeError as why:  # ValidationError is one too
@@ -178,13 +207,18 @@ class _Api:
         raw = request.query_params.get(name)
         if raw is None:
             return default
+        number: float | None
         try:
-            return kind(raw)  # type: ignore[call-arg]  # int or float
+            number = float(raw) if kind is float else int(raw)
         except ValueError:
+            number = None
+        if number is None or not -(2**63) <= number < 2**63 or number != number:  # NaN too
             raise InvalidArgumentError(
-                f"query parameter {name}={raw!r} of {request.url.path} is not a number",
-                details={"parameter": name, "value": raw},
+                f"query parameter {name}={raw!r} of {request.url.path} is not a number the "
+                "control plane keeps (a 64-bit integer, or a finite time)",
+                details={"parameter": name, "value": raw[:100]},
             ) from None
+        return number  # type: ignore[return-value]
 
     # --- service ------------------------------------------------------------------------------
 
@@ -249,10 +283,16 @@ class _Api:
 
     async def end_attempt(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.EndAttemptRequest)
+        number = request.path_params["number"]
+        if not 0 < number < 2**31:
+            raise InvalidArgumentError(
+                f"{request.url.path}: attempt {number} is no attempt number (1 and up)",
+                details={"attempt": number},
+            )
         attempt = await self._call(
             self.store.end_attempt,
             _job_param(request, "job"),
-            request.path_params["number"],
+            number,
             state=_attempt_state(body.state),
             at=body.at,
             exit_code=body.exit_code,
