@@ -183,3 +183,12 @@ def test_no_arguments_reach_a_traceback(
     assert "Traceback" not in err
     if code in {64, 69, 70}:
         assert "portal: " in err, (command, args, err)
+
+
+def test_a_portal_home_made_by_hand_open_to_others_is_closed(portal: PortalCli) -> None:
+    """PORTAL_HOME holds job keys and the records: a folder made beforehand as 0755 would leave
+    them readable by every user. Portal closes its own home."""
+    portal.home.mkdir(mode=0o755)
+    portal.home.chmod(0o755)
+    assert portal("jobs").returncode == 0
+    assert portal.home.stat().st_mode & 0o777 == 0o700

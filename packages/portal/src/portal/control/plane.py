@@ -6,7 +6,10 @@ The CLI and the node both use it directly; beyond one machine the same calls go 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ from portal.core.plugins import Plugins
 from portal.core.settings import Settings
 
 __all__ = ["ControlPlane", "JobPaths"]
+
+log = logging.getLogger("portal.control")
 
 
 @attrs.frozen
@@ -73,6 +78,7 @@ class ControlPlane:
                 "to a directory this user may write (default ~/.portal)",
                 details={"setting": "home", "value": str(self.home)},
             ) from None
+        _close_to_others(self.home)
         self.store = open_control_store(self.settings, busy_timeout_s=busy_timeout_s)
         self._plugins = plugins
 
@@ -142,3 +148,19 @@ class ControlPlane:
         self, job_id: str, state: JobState, *, expect: Sequence[JobState] | None = None
     ) -> Job:
         return self.store.set_job_state(job_id, state, expect=expect)
+
+
+def _close_to_others(home: Path) -> None:
+    """PORTAL_HOME holds the job keys, the control plane's records and, for moments, decrypted
+    checkpoints: only its owner may enter it. One made by Portal is 0700 already; one that
+    existed before (made by hand, 0755) is closed now, when it is this user's (another user's
+    folder is theirs to fix)."""
+    with contextlib.suppress(OSError):
+        info = home.stat()
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            home.chmod(0o700)
+            log.info(
+                "PORTAL_HOME %s was open to others (mode %03o): closed to 700",
+                home,
+                stat.S_IMODE(info.st_mode),
+            )
