@@ -151,8 +151,36 @@ _ARG = _TEXT | st.sampled_from(
 )
 #: The commands that return on their own (console, mcp and server serve until stopped).
 _COMMANDS = st.sampled_from(
-    ["run", "resume", "notice", "status", "wait", "logs", "explain", "jobs", "move", "cancel"]
+    [
+        "run",
+        "resume",
+        "notice",
+        "status",
+        "wait",
+        "logs",
+        "explain",
+        "jobs",
+        "move",
+        "cancel",
+        "checkpoints",
+        "plugins",
+        "config",
+    ]
 )
+
+
+#: Commands whose first argument is a job.
+_ON_A_JOB = {
+    "resume",
+    "notice",
+    "status",
+    "wait",
+    "logs",
+    "explain",
+    "move",
+    "cancel",
+    "checkpoints",
+}
 
 
 @settings(
@@ -160,16 +188,35 @@ _COMMANDS = st.sampled_from(
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-@given(command=_COMMANDS, args=st.lists(_ARG, max_size=5))
+@given(
+    command=_COMMANDS,
+    job=st.sampled_from(["known", "KNOWN-ID"]) | _TEXT,
+    args=st.lists(_ARG, max_size=5),
+)
 def test_no_arguments_reach_a_traceback(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     command: str,
+    job: str,
     args: list[str],
 ) -> None:
-    monkeypatch.setenv("PORTAL_HOME", str(tmp_path / "home"))
+    """Arbitrary arguments to every command that returns on its own, half of them about a job
+    that exists (a record in the control plane: its checks, refusals and views run)."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("PORTAL_HOME", str(home))
     monkeypatch.chdir(tmp_path)
+    from portal.control.plane import ControlPlane
+    from portal.control.store import JobNotFoundError
+
+    plane = ControlPlane()
+    try:
+        known = plane.job("known")
+    except JobNotFoundError:
+        known = plane.create_job(script="train.py", workdir=tmp_path, name="known")
+    plane.store.close()
+    if command in _ON_A_JOB:
+        args = [known.id if job == "KNOWN-ID" else job, *args]
     if command == "wait":
         args = [*args, "--timeout", "0.05"]
     if command == "run":
@@ -183,12 +230,3 @@ def test_no_arguments_reach_a_traceback(
     assert "Traceback" not in err
     if code in {64, 69, 70}:
         assert "portal: " in err, (command, args, err)
-
-
-def test_a_portal_home_made_by_hand_open_to_others_is_closed(portal: PortalCli) -> None:
-    """PORTAL_HOME holds job keys and the records: a folder made beforehand as 0755 would leave
-    them readable by every user. Portal closes its own home."""
-    portal.home.mkdir(mode=0o755)
-    portal.home.chmod(0o755)
-    assert portal("jobs").returncode == 0
-    assert portal.home.stat().st_mode & 0o777 == 0o700

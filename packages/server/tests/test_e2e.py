@@ -22,6 +22,7 @@ _VARYING = [
     (re.compile(r"\b\d{8}T\d{6}(\.\d+)?Z-[0-9a-f]+\b"), "CHECKPOINT"),
     (re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?Z?"), "DATETIME"),
     (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "TIME"),
+    (re.compile(r"\b\d+[smhd]$", re.MULTILINE), "AGE"),  # `portal jobs`' last column
     (re.compile(r"\b\d+(\.\d+)? ?(ms|s|min)\b"), "DURATION"),
     (re.compile(r"\b\d+(\.\d+)? ?(B|bytes|kB|MB|GB|KiB|MiB|GiB)\b"), "SIZE"),
     (re.compile(r"\b\d+ (second|minute|hour)s? ago\b"), "AGO"),

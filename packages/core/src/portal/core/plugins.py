@@ -173,6 +173,17 @@ SpecT = TypeVar(
 )
 
 
+#: The hooks ``Plugins.inventory`` lists, with what each registers.
+_INVENTORY = (
+    ("portal_notice_sources", "notice source"),
+    ("portal_storage_backends", "storage backend"),
+    ("portal_serializers", "serializer"),
+    ("portal_capture_extensions", "capture extension"),
+    ("portal_placement_policies", "placement policy"),
+    ("portal_catalogs", "catalog"),
+)
+
+
 class Plugins:
     """Typed access to a plugin manager's hooks.
 
@@ -225,6 +236,37 @@ class Plugins:
                     )
                 seen[key] = (spec, owner)
         return {key: spec for key, (spec, _owner) in seen.items()}
+
+    def inventory(self) -> list[dict[str, str]]:
+        """Every registration of every plugin, for people (``portal plugins``): its kind, name,
+        distribution and description; a plugin that fails in a hook is listed with the error,
+        never raised, so that one broken plugin does not hide the others."""
+        rows: list[dict[str, str]] = []
+        for hook_name, kind in _INVENTORY:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                owner = self.distribution_of(impl.plugin_name)
+                try:
+                    specs = list(impl.function() or [])
+                except Exception as exc:
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "name": "?",
+                            "distribution": owner,
+                            "error": f"{type(exc).__name__}: {exc}",
+                        }
+                    )
+                    continue
+                for spec in specs:
+                    rows.append(
+                        {
+                            "kind": kind,
+                            "name": str(getattr(spec, "name", "?")),
+                            "distribution": owner,
+                            "description": str(getattr(spec, "description", "")),
+                        }
+                    )
+        return rows
 
     def notice_sources(self) -> dict[str, NoticeSourceSpec]:
         return self._collect("portal_notice_sources", "notice source", NoticeSourceSpec)

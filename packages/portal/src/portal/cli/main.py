@@ -76,6 +76,10 @@ class Cli:
                 "file, e.g. `portal run train.py`"
             )
         checkpoint_every_option(options.checkpoint_every)
+        if options.no_spot and options.spot_only:
+            raise InvalidArgumentError(
+                "--no-spot and --spot-only ask for opposite machines: give one of them"
+            )
         placement = Placement(self)
         placing = (options.memory, options.on, options.no_spot, options.spot_only, options.plan)
         if placement.enabled and any(placing):
@@ -292,6 +296,11 @@ class Cli:
         return 0
 
     def wait(self, options: argparse.Namespace) -> int:
+        if options.timeout is not None and not options.timeout >= 0:
+            raise InvalidArgumentError(
+                f"--timeout {options.timeout:g}: a wait takes 0 seconds or more (leave it out to "
+                "wait until the job is no longer running)"
+            )
         end = None if options.timeout is None else time.monotonic() + options.timeout
         while True:
             job = self.job(options.job)
@@ -389,21 +398,68 @@ class Cli:
         return 0
 
     def jobs(self, options: argparse.Namespace) -> int:
-        rows = [("JOB", "NAME", "STATE", "ATTEMPTS", "SCRIPT")]
+        """``portal jobs [--json]``: every job, oldest first, with its age, its attempts (and
+        how many were recoveries), where its last attempt ran and its script."""
+        now = self.plane.clock.now()
+        listed = []
         for job in self.plane.store.list_jobs():
+            attempts = self.plane.store.attempts(job.id)
+            listed.append(
+                {
+                    "job": job.id,
+                    "name": job.name,
+                    "state": str(job.state),
+                    "created_at": job.created_at,
+                    "attempts": len(attempts),
+                    "recoveries": sum(a.resumed_from is not None for a in attempts),
+                    "machine": attempts[-1].machine if attempts else None,
+                    "script": job.script,
+                }
+            )
+        if options.json:
+            print(json.dumps(listed, indent=2))
+            return 0
+        # The age last: it changes by the second and must not shift the other columns.
+        rows = [("JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE")]
+        for j in listed:
             rows.append(
                 (
-                    job.id,
-                    job.name or "-",
-                    str(job.state),
-                    str(len(self.plane.store.attempts(job.id))),
-                    job.script,
+                    j["job"],
+                    j["name"] or "-",
+                    j["state"],
+                    f"{j['attempts']}"
+                    + (f" ({j['recoveries']} resumed)" if j["recoveries"] else ""),
+                    j["machine"] or "-",
+                    j["script"],
+                    _age(now - j["created_at"]),
                 )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         for row in rows:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         return 0
+
+    def plugins(self, options: argparse.Namespace) -> int:
+        """``portal plugins [--json]``: what each installed plugin registers, and the ones that
+        failed to load, with why and the way out."""
+        plugins = self.plane.plugins
+        rows = plugins.inventory()
+        failures = [f.describe() for f in plugins.load_failures]
+        if options.json:
+            print(json.dumps({"registered": rows, "failed": failures}, indent=2))
+            return 0
+        table = [("KIND", "NAME", "DISTRIBUTION", "WHAT")] + [
+            (r["kind"], r["name"], r["distribution"], r.get("description") or r.get("error", ""))
+            for r in rows
+        ]
+        widths = [max(len(r[i]) for r in table) for i in range(3)]
+        for kind, name, dist, what in table:
+            print(
+                f"{kind.ljust(widths[0])}  {name.ljust(widths[1])}  {dist.ljust(widths[2])}  {what}".rstrip()
+            )
+        for failure in failures:
+            note(failure)
+        return 1 if failures or any("error" in r for r in rows) else 0
 
     def cancel(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
@@ -523,6 +579,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Keep long-running Python jobs alive across preemptions: run, suspend at a "
         "notice, resume.",
     )
+    parser.add_argument("--version", action="version", version=f"portal {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run SCRIPT as a job")
     run.add_argument("--detach", action="store_true", help="print the job id and return")
@@ -581,7 +638,10 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("-f", "--follow", action="store_true")
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
-    sub.add_parser("jobs", help="a table of jobs")
+    jobs = sub.add_parser("jobs", help="a table of jobs")
+    jobs.add_argument("--json", action="store_true")
+    plugins = sub.add_parser("plugins", help="what each installed plugin registers, and failures")
+    plugins.add_argument("--json", action="store_true")
     checkpoints = sub.add_parser(
         "checkpoints", help="a job's checkpoints: complete, incomplete, damaged or missing, and why"
     )
@@ -629,6 +689,23 @@ def _server_main(argv: list[str]) -> int:
         note(f"{exc} [{exc.code}]")
         return EXIT_USAGE
     return int(importlib.import_module("portal.server.cli").main(argv))
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("portal")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _age(seconds: float) -> str:
+    """``45s``, ``12m``, ``3h``, ``2d``: how long ago, in one unit."""
+    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{max(0, int(seconds))}s"
 
 
 def _interactive() -> bool:
