@@ -401,7 +401,7 @@ class Cli:
         """``portal jobs [--json]``: every job, oldest first, with its age, its attempts (and
         how many were recoveries), where its last attempt ran and its script."""
         now = self.plane.clock.now()
-        listed = []
+        listed: list[dict[str, Any]] = []
         for job in self.plane.store.list_jobs():
             attempts = self.plane.store.attempts(job.id)
             listed.append(
