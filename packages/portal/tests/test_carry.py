@@ -22,7 +22,7 @@ def events(portal: PortalCli, job: str) -> list[dict[str, Any]]:
     """The job's events, read from the control plane's store as the CLI does."""
     with contextlib.closing(sqlite3.connect(portal.home / "portal.db")) as conn:
         conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM events WHERE job_id = ?", (job,)).fetchall()
+        rows = conn.execute("SELECT * FROM events WHERE job_id = ? ORDER BY seq", (job,)).fetchall()
     return [{**dict(r), "data": json.loads(r["data"] or "{}")} for r in rows]
 
 

@@ -59,5 +59,5 @@ def _events(portal: PortalCli, job: str) -> list[dict[str, object]]:
 
     with contextlib.closing(sqlite3.connect(portal.home / "portal.db")) as conn:
         conn.row_factory = sqlite3.Row
-        rows = conn.execute("SELECT * FROM events WHERE job_id = ?", (job,)).fetchall()
+        rows = conn.execute("SELECT * FROM events WHERE job_id = ? ORDER BY seq", (job,)).fetchall()
     return [{**dict(r), "data": json.loads(r["data"] or "{}")} for r in rows]
