@@ -74,16 +74,22 @@ def test_paused_twice_resumed_twice(portal: PortalCli) -> None:
     assert portal("logs", job).stdout == expected
 
 
+def _suspended_once(portal: PortalCli, name: str, *, after: str = "step 1 ") -> str:
+    """``count.py 3`` run as ``name`` and suspended by a notice once it printed ``after``."""
+    job = portal("run", "--detach", "--name", name, "count.py", "3").stdout.strip()
+    portal.wait_for_output(job, after)
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    return job
+
+
 def test_a_job_whose_folder_is_gone_is_refused_then_resumes_in_the_folder_it_is_given(
     portal: PortalCli,
 ) -> None:
     """Its files travel with the checkpoint: a moved or deleted folder is no lost job. The
     refusal changes nothing (no attempt, still suspended); ``--workdir`` moves it for good."""
     expected = portal.plain("count.py", "3")
-    job = portal("run", "--detach", "--name", "moved", "count.py", "3").stdout.strip()
-    portal.wait_for_output(job, "step 1 ")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    job = _suspended_once(portal, "moved")
     gone = portal.workdir
     portal.workdir = gone.rename(gone.with_name("moved-away"))  # the user moved it
 
@@ -112,10 +118,7 @@ def test_a_moved_store_is_named_and_found_again_through_the_storage_url(
     portal: PortalCli,
 ) -> None:
     expected = portal.plain("count.py", "3")
-    job = portal("run", "--detach", "--name", "stored", "count.py", "3").stdout.strip()
-    portal.wait_for_output(job, "step 1 ")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    job = _suspended_once(portal, "stored")
     recorded = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
     store = portal.home / "store"
     moved = store.rename(portal.home.parent / "moved-store")
@@ -143,17 +146,7 @@ def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
     import shutil
 
     expected = portal.plain("count.py", "3")
-    job = portal("run", "--detach", "--name", "rollback", "count.py", "3").stdout.strip()
-    portal.wait_for_output(job, "step 3 ")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
-    first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
-    portal("resume", "--detach", job)
-    portal.wait_for_output(job, "step 30 ")
-    portal("notice", job, "--seconds", "30")
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
-    second = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
-    assert second != first
+    job, first, second, _ = _paused_twice(portal, "rollback")
     shutil.rmtree(portal.home / "store" / "jobs" / job / "checkpoints" / second)
 
     refused = portal("resume", job)
@@ -172,10 +165,7 @@ def test_a_recorded_checkpoint_gone_from_the_store_is_no_silent_rollback(
 def _paused_twice(portal: PortalCli, name: str) -> tuple[str, str, str, set[Any]]:
     """A job suspended twice: its id, its first and second checkpoints, and the packs the
     first one left (what the second added is the rest)."""
-    job = portal("run", "--detach", "--name", name, "count.py", "3").stdout.strip()
-    portal.wait_for_output(job, "step 3 ")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    job = _suspended_once(portal, name, after="step 3 ")
     first = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
     packs = portal.home / "store" / "jobs" / job / "packs"
     before = set(packs.rglob("*"))
@@ -428,10 +418,7 @@ def test_of_two_resumes_at_once_one_runs_and_the_other_is_told_why_in_the_same_w
     """Whether the loser saw the job running or lost the race to change its state, it gets one
     code and one sentence."""
     expected = portal.plain("count.py", "3")
-    job = portal("run", "--detach", "--name", "race", "count.py", "3").stdout.strip()
-    portal.wait_for_output(job, "step 1 ")
-    portal("notice", job)
-    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    job = _suspended_once(portal, "race")
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda _: portal("resume", "--detach", "race"), range(2)))
     assert sorted(r.returncode for r in results) == [0, 64], [r.stderr for r in results]
