@@ -42,3 +42,6 @@ def test_version_and_contradictions(portal: PortalCli) -> None:
     assert both.returncode == 64 and "--no-spot and --spot-only ask for opposite" in both.stderr
     negative = portal("wait", "whatever", "--timeout", "-1")
     assert negative.returncode == 64 and "a wait takes 0 seconds or more" in negative.stderr
+    placed = portal("run", "--on", "spot:c7i.large", "count.py")
+    assert placed.returncode == 64
+    assert "Run it here without --on: `portal run count.py`" in placed.stderr  # no job to resume

@@ -88,7 +88,7 @@ class Cli:
             return placement.run(options, str(Path.cwd().resolve()))
         for flag, given in (("--on", options.on), ("--spot-only", options.spot_only)):
             if given:
-                raise local_only(flag, options.script)
+                raise local_only(flag, "", script=options.script)
         if options.plan:
             print("D8 choice: this machine (local, on-demand); nothing else is installed")
             return 0

@@ -67,13 +67,17 @@ def note(text: str) -> None:
     print(f"portal: {text}", file=sys.stderr, flush=True)
 
 
-def local_only(what: str, job_ref: str, *, move: bool = False) -> InvalidArgumentError:
-    """The error for an option that needs offers when none are installed."""
-    way = (
-        "Portal has no other machine to move it to"
-        if move
-        else f"Resume here with `portal resume {job_ref}`"
-    )
+def local_only(
+    what: str, job_ref: str, *, move: bool = False, script: str | None = None
+) -> InvalidArgumentError:
+    """The error for an option that needs offers when none are installed (``script``: the
+    option was given to ``portal run``, so there is no job yet to resume)."""
+    if script is not None:
+        way = f"Run it here without {what.split()[0]}: `portal run {script}`"
+    elif move:
+        way = "Portal has no other machine to move it to"
+    else:
+        way = f"Resume here with `portal resume {job_ref}`"
     return InvalidArgumentError(
         f"{what}: this Portal places jobs on this machine only (local, no GPU offers installed); "
         f"placing on another machine needs a cloud provider's offers (or the simulated cloud: "
