@@ -56,6 +56,12 @@ class Cli:
         self.plane = ControlPlane()
         self.views = JobViews(self.plane)  # what status, explain (and the console) show
 
+    def close(self) -> None:
+        """Close the control plane's connection (a command run in process, as tests and
+        embedders do, leaves no database open behind it)."""
+        with contextlib.suppress(Exception):
+            self.plane.store.close()
+
     @property
     def store(self) -> Any:
         return self.views.store
@@ -743,6 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args[:1] == ["server"]:
         return _server_main(args[1:])
     options = _parser().parse_args(argv)
+    cli: Cli | None = None
     try:
         if options.command == "config":  # the settings alone: no control plane is opened
             from portal.cli.config import config_command
@@ -791,6 +798,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "[INTERNAL]"
         )
         return EXIT_SOFTWARE
+    finally:
+        if cli is not None:
+            cli.close()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -147,6 +148,10 @@ CREATE TABLE IF NOT EXISTS reclaims (
     machine TEXT NOT NULL
 );
 """
+#: What a database in place has: with all of these, opening it writes nothing.
+_SCHEMA_NAMES = frozenset(
+    {"jobs", "attempts", "events", "events_by_job", "reclaims", "events_by_report"}
+)
 
 
 class SqliteControlStore:
@@ -158,8 +163,7 @@ class SqliteControlStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         try:
-            self._conn().executescript(_SCHEMA)  # idempotent; executescript commits on its own
-            self._upgrade()
+            self._ensure_schema()
         except sqlite3.DatabaseError as why:
             self.close()
             raise ControlDatabaseDamagedError(
@@ -168,6 +172,27 @@ class SqliteControlStore:
                 "one (the jobs it held are then unknown here; their checkpoints stay in the store)",
                 details={"file": str(self.path)},
             ) from None
+
+    def _ensure_schema(self) -> None:
+        """Make the tables when they are not all there, and bring an older database up to
+        date. Reads first: the common case (a database in place) takes no write lock, so many
+        commands opening it at once (a run and the `logs` following it) never wait on each
+        other's schema statements. Two processes making a new database at once retry while the
+        other holds it, up to the busy timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                db = self._conn()
+                names = {r[0] for r in db.execute("SELECT name FROM sqlite_master").fetchall()}
+                if not names >= _SCHEMA_NAMES:
+                    db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
+                    self._upgrade()
+                return
+            except sqlite3.OperationalError as why:
+                busy = "locked" in str(why) or "busy" in str(why)
+                if not busy or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def _upgrade(self) -> None:
         """Bring a database an older Portal made up to this schema (each step idempotent)."""
