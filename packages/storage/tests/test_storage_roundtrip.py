@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,6 +154,39 @@ def test_abort_leaves_incomplete_never_resumed(make_store: MakeStore) -> None:
     assert good in str(info.value)
     with pytest.raises(StorageError, match="already aborted"):
         w.write(b"more")
+
+
+def test_discard_deletes_what_the_writer_stored_and_nothing_else(make_store: MakeStore) -> None:
+    """A checkpoint its producer failed to write is discarded: its packs and intent go, the
+    earlier checkpoint (whose chunks the discarded one shared) stays whole, and a committed
+    checkpoint is refused."""
+    store = make_store("file", chunk_size=CHUNK, pack_size=2 * CHUNK)
+    store.create_job_key("j")
+    before = _state(3 * CHUNK)
+    good = _write(store, "j", before)
+    root = Path(store.url.removeprefix("file://"))
+
+    def files() -> list[Path]:
+        return sorted(p for p in root.rglob("*") if p.is_file())
+
+    files_before = files()
+    w = store.open_writer("j")
+    w.write(before + _state(12 * CHUNK, seed=2))  # shares its first chunks with ``good``
+    deadline = time.monotonic() + 30
+    while len(files()) < len(files_before) + 3 and time.monotonic() < deadline:
+        time.sleep(0.01)  # its intent and packs are stored (on the writer's threads)
+    assert len(files()) >= len(files_before) + 3
+    w.discard()
+    assert [r.checkpoint_id for r in store.list("j")] == [good]
+    assert files() == files_before
+    assert store.open_reader("j", good).read_all() == before
+    with pytest.raises(StorageError, match="already discarded"):
+        w.write(b"more")
+    done = store.open_writer("j")
+    done.write(b"x")
+    done.commit()
+    with pytest.raises(StorageError, match="is complete: it is not discarded"):
+        done.discard()
 
 
 def test_missing_things_have_clear_errors(make_store: MakeStore) -> None:

@@ -40,6 +40,7 @@ from portal.capture.snapshot import (
     outermost_obstacle,
     take_snapshot,
 )
+from portal.core.errors import PortalError
 from portal.runtime.protocol import (
     EXIT_PAUSED,
     Abandoned,
@@ -90,6 +91,12 @@ class _ProbeStopped(BaseException):
     A BaseException, so that no ``except Exception`` on the way (the pickler's, a diagnosis's)
     takes it for a value that cannot be pickled.
     """
+
+
+def _error_text(exc: BaseException) -> str:
+    """An error as an event says it: Portal's own errors by their message (it names the cause
+    and the way out), others with their type."""
+    return str(exc) if isinstance(exc, PortalError) else f"{type(exc).__name__}: {exc}"
 
 
 def _held_copy(image: CheckpointImage) -> CheckpointImage | None:
@@ -563,7 +570,7 @@ class Engine:
             return NotCheckpointed(reason="pause")
         except Exception as exc:  # a reducer that broke, a full disk: the program runs on
             target.unlink(missing_ok=True)
-            return NotCheckpointed(reason="error", error=f"{type(exc).__name__}: {exc}")
+            return NotCheckpointed(reason="error", error=_error_text(exc))
         if result.image is None:
             if _waiting(result.problems):  # a later line will do: this periodic one waits
                 self._probe_waits(wanted, result.problems, ready=result.ready)
@@ -594,7 +601,7 @@ class Engine:
             size = write_image(image, target)
         except Exception as exc:
             target.unlink(missing_ok=True)
-            self._notify(NotCheckpointed(reason="error", error=f"{type(exc).__name__}: {exc}"))
+            self._notify(NotCheckpointed(reason="error", error=_error_text(exc)))
             return
         self._notify(msgspec.structs.replace(taken, bytes=size))
 
@@ -648,9 +655,7 @@ class Engine:
         except Exception as exc:
             with self._lock:
                 self._capturing = False
-            self._fail(
-                request, f"writing {self.checkpoint_path} failed: {type(exc).__name__}: {exc}"
-            )
+            self._fail(request, f"writing {self.checkpoint_path} failed: {_error_text(exc)}")
             return
         self._notify(
             Paused(

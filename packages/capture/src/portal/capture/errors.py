@@ -9,6 +9,7 @@ from portal.core.errors import CapturePortalError
 __all__ = [
     "CheckpointCorruptError",
     "CheckpointFormatTooNewError",
+    "CheckpointNoSpaceError",
     "CheckpointRestoreError",
     "CheckpointUnreadableError",
     "DebugBuildError",
@@ -59,3 +60,12 @@ class CheckpointRestoreError(CapturePortalError):
     version than the one that wrote it, say). The checkpoint is left as it was."""
 
     code: ClassVar[str] = "CAPTURE_RESTORE_FAILED"
+
+
+class CheckpointNoSpaceError(CapturePortalError, OSError):
+    """The filesystem the checkpoint is written to has no room for it. Raised before a byte is
+    written when the free space is known to be short (so the job's own output, often on the same
+    disk, is not starved), or when the disk fills while writing (the partial file is removed at
+    once). ``details``: ``path``, ``needed_bytes``, ``free_bytes``."""
+
+    code: ClassVar[str] = "CAPTURE_NO_SPACE"

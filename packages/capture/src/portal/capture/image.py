@@ -16,6 +16,7 @@ which readers may open the file, and a newer one is refused by name.
 from __future__ import annotations
 
 import ctypes
+import errno
 import importlib.util
 import mmap
 import os
@@ -35,17 +36,20 @@ from portal.capture.crc import ParallelCrc
 from portal.capture.errors import (
     CheckpointCorruptError,
     CheckpointFormatTooNewError,
+    CheckpointNoSpaceError,
     CheckpointUnreadableError,
     DebugBuildError,
     PythonVersionMismatchError,
     UnsupportedInterpreterError,
 )
 from portal.capture.staged import Buffer, StagedBuffer
+from portal.core.units import size as size_text
 from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
     "FORMAT_VERSION",
     "PREFIX_BYTES",
+    "SPACE_MARGIN",
     "TRAILER_BYTES",
     "CheckpointImage",
     "Header",
@@ -56,6 +60,7 @@ __all__ = [
     "check_interpreter",
     "check_resumable_here",
     "check_trailer",
+    "free_bytes",
     "header_length",
     "iter_image_chunks",
     "read_image",
@@ -186,14 +191,49 @@ WRITE_SLICE = 64 << 20
 PARALLEL_CRC_BYTES = 64 << 20
 
 
+#: Room a checkpoint leaves free on its filesystem: the job's own output (its stdout and stderr
+#: files are often on the same disk) must never die for a checkpoint's sake.
+SPACE_MARGIN = 16 << 20
+
+
+def free_bytes(folder: str | os.PathLike[str]) -> int | None:
+    """Bytes an unprivileged writer may still use on ``folder``'s filesystem (None: unknown)."""
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _no_space(
+    target: Path, needed: int, free: int | None, *, during: bool
+) -> CheckpointNoSpaceError:
+    how = "filled up while it was written" if during else "has no room for it"
+    room = "" if free is None else f", {size_text(free)} free"
+    return CheckpointNoSpaceError(
+        f"the disk holding {target.parent} {how}: the checkpoint needs {size_text(needed)}"
+        f" (and {size_text(SPACE_MARGIN)} kept free for the job's output){room}; nothing "
+        "was written. Free space there, or put PORTAL_HOME on a larger disk",
+        details={"path": str(target), "needed_bytes": needed, "free_bytes": free},
+    )
+
+
 def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
     """Write ``image`` to ``path`` atomically (temporary file, fsync, rename); return its size.
 
     The same bytes as :func:`iter_image_chunks`. The checksum runs on worker threads alongside
     the writes (zlib and file writes both release the GIL, so it costs no wall time), and a
-    staged buffer's next chunk is fetched (a GPU copy) while the last one is written."""
+    staged buffer's next chunk is fetched (a GPU copy) while the last one is written.
+
+    A disk without room for the whole image (plus :data:`SPACE_MARGIN`) is refused before a byte
+    is written, and a disk that fills meanwhile (another writer) loses the partial file at once:
+    :class:`CheckpointNoSpaceError` either way, naming the need and the free space."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    needed = image.nbytes
+    free = free_bytes(target.parent)
+    if free is not None and free < needed + SPACE_MARGIN:
+        raise _no_space(target, needed, free, during=False)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     size = 0
     crc = ParallelCrc(workers=min(4, os.cpu_count() or 1))
@@ -220,6 +260,11 @@ def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC and not isinstance(exc, CheckpointNoSpaceError):
+            raise _no_space(target, needed, free_bytes(target.parent), during=True) from exc
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -38,6 +38,7 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.node.launch import NodeStartError, launch_node, resume_workdir
 from portal.node.periodic import CHECKPOINT_EVERY_FLAG as _CHECKPOINT_EVERY_FLAG
 from portal.node.periodic import checkpoint_every_option, note_periodic_resume
+from portal.node.spool import store_kept
 
 __all__ = ["main"]
 
@@ -140,6 +141,9 @@ class Cli:
             resumable.append(job.state)  # a checkpoint the user names: their choice, said below
         elif job.state not in resumable:
             raise _not_resumable(job.id, job.state, options.job)
+        stored = store_kept(self.plane, self.store, job)  # a paused attempt's unstored checkpoint
+        if stored is not None:
+            note(f"stored checkpoint {stored.checkpoint_id}, kept locally when its upload failed")
         ref = resume_point(
             self.plane,
             self.store,
@@ -286,6 +290,13 @@ class Cli:
                 else "stopped without notice"
             )
             print(f"lost      attempt {last['number']} {how}: {wording.lost_way_out(job)}")
+        kept = data.get("kept_checkpoint")
+        if kept:
+            print(
+                f"kept      attempt {kept['attempt']}'s checkpoint ({units.size(kept['bytes'])}) "
+                f"is on this machine only, at {kept['path']}: its upload failed. `portal resume "
+                f"{options.job}` stores it first and continues from it"
+            )
         for partial in data.get("incomplete_checkpoints", []):
             print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
         for bad in data.get("damaged_checkpoints", []):

@@ -21,6 +21,7 @@ the user's choice to make (``portal resume --use-earlier`` or ``--checkpoint ID`
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -30,16 +31,21 @@ from portal.core.errors import PortalError
 
 __all__ = [
     "DAMAGED_EVENT",
+    "KEPT",
     "STORED_KINDS",
     "CheckpointView",
     "damaged_marks",
     "job_checkpoints",
+    "kept_checkpoint",
     "mark_damaged",
     "recorded_checkpoints",
 ]
 
 #: Events that say a checkpoint of the job was stored (their ``checkpoint`` field).
 STORED_KINDS = frozenset({"uploaded", "suspended", "checkpoint-periodic"})
+#: The ``upload-failed`` event's field naming a checkpoint file kept whole on the machine, not
+#: stored (``portal.node.spool``): the next resume stores it first.
+KEPT = "kept"
 #: The event that marks a checkpoint damaged (``checkpoint``, ``reason``).
 DAMAGED_EVENT = "checkpoint-damaged"
 
@@ -80,6 +86,21 @@ def recorded_checkpoints(events: Iterable[Event]) -> dict[str, float]:
         if event.kind in STORED_KINDS and isinstance(ckpt, str) and ckpt:
             recorded.setdefault(ckpt, event.at)
     return recorded
+
+
+def kept_checkpoint(events: Iterable[Event]) -> tuple[Path, int] | None:
+    """The checkpoint file (and the attempt that wrote it) the job's last failed upload kept,
+    when no checkpoint was stored after it and the file is still there."""
+    kept: tuple[Path, int] | None = None
+    for event in events:
+        path = event.data.get(KEPT)
+        if event.kind == "upload-failed" and isinstance(path, str) and path:
+            kept = (Path(path), int(event.data.get("attempt") or 0))
+        elif event.kind in STORED_KINDS:
+            kept = None
+    if kept is None or not kept[0].is_file():
+        return None
+    return kept
 
 
 def damaged_marks(events: Iterable[Event]) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any
 
 from portal.control import silence
 from portal.control.carry import CARRY_EVENTS, carry_state
-from portal.control.checkpoints import job_checkpoints
+from portal.control.checkpoints import job_checkpoints, kept_checkpoint
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
@@ -181,6 +181,7 @@ class JobViews:
                 for c in checkpoints
                 if c.state in ("damaged", "missing")
             ],
+            "kept_checkpoint": _kept(self.plane, job),
             "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
             "lost_during_notice": _lost_during_notice(self.plane, job, attempts),
         }
@@ -357,6 +358,15 @@ class JobViews:
                 entry["note"] = why
             result.append(entry)
         return result
+
+
+def _kept(plane: ControlPlane, job: Job) -> dict[str, Any] | None:
+    """A paused attempt's checkpoint kept on this machine, not stored (its upload failed)."""
+    found = kept_checkpoint(e for _, e in plane.store.events(job.id))
+    if found is None:
+        return None
+    path, attempt = found
+    return {"path": str(path), "attempt": attempt, "bytes": path.stat().st_size}
 
 
 def _waiting_for(plane: ControlPlane, job: Job) -> str | None:

@@ -127,8 +127,13 @@ def abandoned(reason: str) -> str:
     return "the pause was cancelled: the job goes on"
 
 
-def pause_failed(error: str) -> str:
-    return f"writing the checkpoint failed ({error}): the job goes on"
+def pause_failed(error: str, previous: str | None = None) -> str:
+    kept = (
+        f"; its last complete checkpoint, {previous}, is kept"
+        if previous
+        else "; it has no complete checkpoint yet"
+    )
+    return f"writing the checkpoint failed ({error}): the job goes on{kept}"
 
 
 def paused(where: str, n: int) -> str:
@@ -157,17 +162,22 @@ def reported_late(since: float, now: float, kept: int) -> str:
     )
 
 
-def upload_failed(exc: BaseException, path: Path, job: Job, previous: str | None) -> str:
-    kept = (
+def upload_failed(
+    exc: BaseException, path: Path, job: Job, previous: str | None, kept: bool = True
+) -> str:
+    why = f"the checkpoint could not be uploaded ({type(exc).__name__}: {exc})"
+    if kept:
+        return (
+            f"{why}; it is kept whole at {path}, and `{resume_hint(job)}` stores it first and "
+            "continues from it: make room in the store (or fix it), then resume"
+        )
+    earlier = (
         f"the job keeps checkpoint {previous}, its last complete one: resume with "
         f"`{resume_hint(job)}` (the work since that one is done again)"
         if previous
         else "the job has no earlier complete checkpoint"
     )
-    return (
-        f"the checkpoint could not be uploaded ({type(exc).__name__}: {exc}); it is kept at "
-        f"{path} for inspection; {kept}"
-    )
+    return f"{why}; {earlier}"
 
 
 def overrun(checkpoint_id: str, late_s: float, deadline: float, n: int) -> str:

@@ -17,6 +17,7 @@ trailing CRC-32 proves the streamed bytes are the ones the runtime wrote.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import zlib
@@ -34,6 +35,8 @@ from portal.capture.image import (
 )
 
 __all__ = ["CheckpointStream", "StreamBroken", "partial_files"]
+
+log = logging.getLogger("portal.node")
 
 _READ = 4 * 1024 * 1024
 _POLL_S = 0.005
@@ -54,7 +57,7 @@ class CheckpointStream:
     :meth:`start` begins waiting for the file; :meth:`producer_exited` says no more bytes will
     come once the file stops growing; :meth:`result` waits for the stored checkpoint's ref (or
     raises); :meth:`cancel` gives up (what was stored stays as an incomplete checkpoint, which is
-    never resumed).
+    never resumed, unless the runtime failed to write it: then it is discarded).
     """
 
     def __init__(
@@ -90,9 +93,18 @@ class CheckpointStream:
     def producer_exited(self) -> None:
         self._producer_done.set()
 
-    def cancel(self) -> None:
+    def cancel(self, *, discard: bool = False) -> None:
+        """Give up. ``discard``: the runtime failed to write the checkpoint (a full disk, say),
+        so what was stored of it is deleted rather than kept as an incomplete checkpoint; it
+        would only take room, on a full disk the room the job needs."""
         self._cancelled.set()
         self._thread.join(timeout=10.0)
+        writer = self._writer
+        if discard and writer is not None and not self._thread.is_alive():
+            try:
+                writer.discard()
+            except Exception:  # kept as an incomplete checkpoint, as a cut-short one is
+                log.warning("discarding the failed checkpoint's upload failed", exc_info=True)
 
     @property
     def progress(self) -> Any:

@@ -41,6 +41,7 @@ from portal.node.measure import child_pids
 from portal.node.observer import load_observer
 from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
+from portal.node.spool import KEPT, store_file
 from portal.node.stream import CheckpointStream, partial_files
 from portal.node.watch import NoticeWatcher, open_sources
 from portal.runtime.protocol import (
@@ -671,9 +672,12 @@ class Node:
             self._observer.not_suspended(f"the pause was abandoned ({event.reason})")
         elif isinstance(event, Failed):
             self._pause_over = True
-            self._stop_stream()
+            self._stop_stream(discard=True)  # its bytes are no checkpoint: nothing to keep
             self._set_state(JobState.RUNNING)
-            self.report("pause-failed", wording.pause_failed(event.error))
+            previous = self._latest_complete()
+            self.report(
+                "pause-failed", wording.pause_failed(event.error, previous), checkpoint=previous
+            )
             self._observer.not_suspended(f"the pause failed ({event.error})")
         elif isinstance(event, Paused):
             self.report(
@@ -683,6 +687,13 @@ class Node:
                 bytes=event.bytes,
                 seconds_to_safe_point=event.seconds_to_safe_point,
             )
+
+    def _latest_complete(self) -> str | None:
+        """The job's last complete checkpoint's id (None: none, or the store cannot say)."""
+        with contextlib.suppress(Exception):
+            latest = self.store.latest_complete(self.job.id)
+            return latest.checkpoint_id if latest is not None else None
+        return None
 
     def _writing(self) -> str | None:
         """What Portal was writing or loading in the job's process, if anything: a death then
@@ -714,17 +725,19 @@ class Node:
                 ref = self._stored_checkpoint()
             except Exception as exc:
                 # The process is gone; its last complete checkpoint, if any, still holds.
-                previous = None
-                with contextlib.suppress(Exception):
-                    latest = self.store.latest_complete(self.job.id)
-                    previous = latest.checkpoint_id if latest is not None else None
+                # The file is whole (renamed only once written): the job's state lives on in
+                # it, stored by the next resume (portal.node.spool).
+                previous = self._latest_complete()
+                kept = self.checkpoint_path.is_file()
                 self.report(
                     "upload-failed",
-                    wording.upload_failed(exc, self.checkpoint_path, self.job, previous),
+                    wording.upload_failed(exc, self.checkpoint_path, self.job, previous, kept),
                     checkpoint=previous,
+                    attempt=self.attempt,
+                    **({KEPT: str(self.checkpoint_path)} if kept else {}),
                 )
                 self._observer.not_suspended("its checkpoint could not be stored")
-                job_state = JobState.SUSPENDED if previous else JobState.FAILED
+                job_state = JobState.SUSPENDED if previous or kept else JobState.FAILED
                 self._end(AttemptState.FAILED, job_state, code, now)
                 return code
             self.checkpoint_path.unlink(missing_ok=True)
@@ -843,10 +856,10 @@ class Node:
             summary={"attempt": self.attempt},
         ).start()
 
-    def _stop_stream(self) -> None:
+    def _stop_stream(self, *, discard: bool = False) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
-            stream.cancel()
+            stream.cancel(discard=discard)
 
     def _report_progress(self, stream: CheckpointStream | None) -> None:
         """Upload progress for the control plane (and so for an attached ``portal run``), at
@@ -883,6 +896,7 @@ class Node:
                 if not self.checkpoint_path.exists():
                     raise
                 log.warning("streaming the checkpoint failed (%s); uploading the file", exc)
+                stream.cancel(discard=True)  # its parts: room the upload of the file needs
             else:
                 seconds = time.monotonic() - (stream.started_at or time.monotonic())
                 self.report(
@@ -896,14 +910,11 @@ class Node:
         return self._upload()
 
     def _upload(self) -> Any:
-        size = self.checkpoint_path.stat().st_size
         deadline = self._notice.deadline if self._notice is not None else None
         started = time.monotonic()
-        with self.store.open_writer(self.job.id, expected_bytes=size, deadline=deadline) as writer:
-            with self.checkpoint_path.open("rb") as src:
-                while piece := src.read(4 * 1024 * 1024):
-                    writer.write(piece)
-            ref = writer.commit({"bytes": size, "attempt": self.attempt})
+        ref = store_file(
+            self.store, self.job.id, self.checkpoint_path, attempt=self.attempt, deadline=deadline
+        )
         seconds = time.monotonic() - started
         self.report(
             "uploaded",

@@ -190,7 +190,10 @@ class LocalBackend:
         return sorted(found)
 
     def delete(self, key: str) -> None:
-        self._path(key).unlink(missing_ok=True)
+        path = self._path(key)
+        with self._lock:
+            self._unsynced.discard(path)  # a deleted write has nothing left to make durable
+        path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:
         return f"LocalBackend({self.url!r})"

@@ -147,7 +147,7 @@ class CheckpointWriter:
         self._pool = ThreadPoolExecutor(
             max(1, parallelism), thread_name_prefix=f"portal-ckpt-{checkpoint_id[:16]}"
         )
-        self._state: Literal["open", "committed", "aborted"] = "open"
+        self._state: Literal["open", "committed", "aborted", "discarded"] = "open"
         intent = CheckpointIntent(
             job_id=job_id,
             checkpoint_id=checkpoint_id,
@@ -242,6 +242,25 @@ class CheckpointWriter:
             return
         self._state = "aborted"
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def discard(self) -> None:
+        """Stop, and delete what this writer stored: for a checkpoint its producer failed to
+        write (a full disk, a state that broke), whose parts are of no use to anyone, and on a
+        full disk take room the job needs. Its packs hold only chunks sealed for it and no
+        manifest names them, so nothing else depends on them. The packs go first and the intent
+        marker last: a discard cut short still lists as an incomplete checkpoint. Not after
+        :meth:`commit` (a complete checkpoint is deleted by garbage collection only)."""
+        if self._state == "committed":
+            raise StorageError(
+                f"checkpoint {self.checkpoint_id} of job {self.job_id} is complete: it is not "
+                "discarded by its writer (garbage collection deletes complete checkpoints)",
+                details={"job_id": self.job_id, "checkpoint_id": self.checkpoint_id},
+            )
+        self.abort()
+        for number in range(self._next_pack):
+            self.objects.delete(chunk_key(self.job_id, pack_name(self.checkpoint_id, number)))
+        self.objects.delete(self._prefix + STARTED_NAME)
+        self._state = "discarded"
 
     def __enter__(self) -> CheckpointWriter:
         return self
