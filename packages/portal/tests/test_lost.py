@@ -39,6 +39,18 @@ def test_provider_saying_gone_once_is_not_enough() -> None:
     assert "last heard" in a.waiting_for
 
 
+def test_a_wait_whose_time_has_passed_is_never_shown_as_a_wait() -> None:
+    """An hour of silence and the provider never asked: Portal waits for the provider only,
+    and says the time rule was met (not "until" a time already past)."""
+    early = RULES.assess(now=T0 + 300, last_heard=T0, checks=[])
+    assert "and for 10 minutes of silence (until " in early.waiting_for
+    late = RULES.assess(now=T0 + 3600, last_heard=T0, checks=[])
+    assert not late.lost and "until" not in late.waiting_for, late.waiting_for
+    assert late.waiting_for.endswith("(10 minutes of silence passed at 13:56:40 UTC)"), (
+        late.waiting_for
+    )
+
+
 def test_confirmed_but_before_ten_minutes_of_silence() -> None:
     a = RULES.assess(now=T0 + 300, last_heard=T0, checks=gone(100, 160))
     assert not a.lost and a.declare_after == T0 + 600

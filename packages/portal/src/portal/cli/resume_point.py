@@ -13,12 +13,12 @@ newest resumable one knowingly, ``--checkpoint ID`` any resumable one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from portal.control.checkpoints import CheckpointView, job_checkpoints, recorded_checkpoints
 from portal.core import units
-from portal.core.domain import CheckpointRef, Job
+from portal.core.domain import CheckpointRef, Event, Job
 from portal.core.errors import InvalidArgumentError
 
 if TYPE_CHECKING:  # the store's modules load only when a command needs them
@@ -27,10 +27,9 @@ if TYPE_CHECKING:  # the store's modules load only when a command needs them
 __all__ = ["recorded_checkpoint", "resume_point"]
 
 
-def recorded_checkpoint(plane: Any, job_id: str) -> str | None:
-    """The last checkpoint the control plane recorded as stored for the job, if any."""
-    recorded = recorded_checkpoints(e for _, e in plane.store.events(job_id))
-    return next(reversed(recorded), None)
+def recorded_checkpoint(events: Iterable[Event]) -> str | None:
+    """The last checkpoint the control plane recorded as stored (in the job's ``events``)."""
+    return next(reversed(recorded_checkpoints(events)), None)
 
 
 def _listing(views: list[CheckpointView]) -> str:
@@ -51,7 +50,8 @@ def resume_point(
 
     ``confirm(question)``: asks the user (a terminal); None where nobody can answer."""
     refs = {r.checkpoint_id: r for r in store.list(job.id)}
-    views = job_checkpoints(plane, store, job.id, listed=list(refs.values()))
+    events = [e for _, e in plane.store.events(job.id)]
+    views = job_checkpoints(plane, store, job.id, listed=list(refs.values()), events=events)
     by_id = {v.id: v for v in views}
     if chosen is not None:
         view = by_id.get(chosen)
@@ -66,7 +66,7 @@ def resume_point(
         return refs[chosen]
     usable = [v for v in views if v.resumable]
     newest = usable[-1] if usable else None
-    recorded = recorded_checkpoint(plane, job.id)
+    recorded = recorded_checkpoint(events)
     if newest is None and recorded is not None and not refs:
         raise InvalidArgumentError(
             f"the store {store.url} holds no checkpoint of job {job.id}, though its checkpoint "

@@ -113,12 +113,22 @@ def damaged_marks(events: Iterable[Event]) -> dict[str, str]:
     return marks
 
 
-def mark_damaged(plane: Any, job_id: str, checkpoint_id: str, reason: str) -> None:
+def mark_damaged(
+    plane: Any,
+    job_id: str,
+    checkpoint_id: str,
+    reason: str,
+    *,
+    marks: dict[str, str] | None = None,
+) -> None:
     """Remember that ``checkpoint_id`` is damaged (once per finding: the same reason again is
-    not a new event), so that no resume takes it again and every listing names it."""
-    events = [e for _, e in plane.store.events(job_id)]
-    if damaged_marks(events).get(checkpoint_id) == reason:
+    not a new event), so that no resume takes it again and every listing names it. ``marks``:
+    the job's :func:`damaged_marks`, when the caller has read its events already."""
+    if marks is None:
+        marks = damaged_marks(e for _, e in plane.store.events(job_id))
+    if marks.get(checkpoint_id) == reason:
         return
+    marks[checkpoint_id] = reason
     plane.record(
         job_id,
         DAMAGED_EVENT,
@@ -150,13 +160,17 @@ def job_checkpoints(
     *,
     verify: bool = False,
     listed: Sequence[CheckpointRef] | None = None,
+    events: Sequence[Event] | None = None,
 ) -> list[CheckpointView]:
     """Every checkpoint of the job, oldest first, in the states above. ``verify`` reads every
     chunk of each complete one (slow: the whole checkpoint) and marks what fails damaged.
-    ``listed``: the store's listing, when the caller has it already."""
-    events = [e for _, e in plane.store.events(job_id)]
+    ``listed`` and ``events``: the store's listing and the job's events, when the caller has
+    them already."""
+    if events is None:
+        events = [e for _, e in plane.store.events(job_id)]
     recorded = recorded_checkpoints(events)
     marks = damaged_marks(events)
+    found = dict(marks)  # what this listing marks, so that each finding is recorded once
     views: list[CheckpointView] = []
     seen: set[str] = set()
     for ref in store.list(job_id) if listed is None else listed:
@@ -166,7 +180,7 @@ def job_checkpoints(
         if ref.state is CheckpointState.INCOMPLETE:
             if ckpt in recorded:  # stored whole once: its manifest went afterwards
                 gone = "its manifest is gone from the store, though it was stored complete"
-                mark_damaged(plane, job_id, ckpt, gone)
+                mark_damaged(plane, job_id, ckpt, gone, marks=found)
                 views.append(
                     CheckpointView(id=ckpt, created_at=created, bytes=0, state="damaged", why=gone)
                 )
@@ -181,7 +195,7 @@ def job_checkpoints(
         if ref.state is CheckpointState.CORRUPT or verify:
             broken = _why_broken(store, job_id, ckpt, verify=verify)
         if broken is not None:
-            mark_damaged(plane, job_id, ckpt, broken)
+            mark_damaged(plane, job_id, ckpt, broken, marks=found)
         reason = broken or marks.get(ckpt)
         views.append(
             CheckpointView(

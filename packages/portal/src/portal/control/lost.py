@@ -69,10 +69,17 @@ class LostJobRules:
             if notice_deadline is not None
             else last_heard + self.min_silence_s
         )
-        if notice_deadline is None:
-            time_rule = f"10 minutes of silence (until {clock(earliest)})"
-        else:
-            time_rule = f"2 minutes past its notice's deadline (until {clock(earliest)})"
+        rule = (
+            "10 minutes of silence"
+            if notice_deadline is None
+            else "2 minutes past its notice's deadline"
+        )
+        # Never a wait whose time has passed: once it has, only the provider is waited for.
+        time_rule = (
+            f", and for {rule} (until {clock(earliest)})"
+            if now < earliest
+            else f" ({rule} passed at {clock(earliest)})"
+        )
 
         # Only checks made while the node was already silent count, newest last.
         silent_checks = [c for c in sorted(checks, key=lambda c: c.at) if c.at > last_heard]
@@ -87,7 +94,7 @@ class LostJobRules:
             return LostAssessment(
                 lost=False,
                 silent=True,
-                waiting_for=f"{heard}; Portal waits for {provider}, and for {time_rule}",
+                waiting_for=f"{heard}; Portal waits for {provider}{time_rule}",
             )
         if now < earliest:
             return LostAssessment(
@@ -96,7 +103,7 @@ class LostJobRules:
                 declare_after=earliest,
                 waiting_for=(
                     f"{heard}; the provider said twice that the machine is gone; Portal waits "
-                    f"for {time_rule}"
+                    f"for {rule} (until {clock(earliest)})"
                 ),
             )
         return LostAssessment(lost=True, silent=True, waiting_for="", declare_after=earliest)

@@ -10,7 +10,8 @@ The objects are plain JSON-ready dicts and lists (they are the public shape of
 from __future__ import annotations
 
 import codecs
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from portal.control import silence
@@ -138,7 +139,8 @@ class JobViews:
     def status(self, job: Job) -> dict[str, Any]:
         """The object ``portal status --json`` prints (and the MCP's ``status(job)`` returns)."""
         attempts = self.plane.store.attempts(job.id)
-        checkpoints = job_checkpoints(self.plane, self.store, job.id)
+        events = [e for _, e in self.plane.store.events(job.id)]
+        checkpoints = job_checkpoints(self.plane, self.store, job.id, events=events)
         usable = [c for c in checkpoints if c.resumable]
         latest = usable[-1] if usable else None
         heard = self.plane.store.last_heard(job.id)
@@ -181,8 +183,8 @@ class JobViews:
                 for c in checkpoints
                 if c.state in ("damaged", "missing")
             ],
-            "kept_checkpoint": _kept(self.plane, job),
-            "carry": carry_state(e for _, e in self.plane.store.events(job.id)),
+            "kept_checkpoint": _kept(events),
+            "carry": carry_state(events),
             "lost_during_notice": _lost_during_notice(self.plane, job, attempts),
         }
 
@@ -360,13 +362,15 @@ class JobViews:
         return result
 
 
-def _kept(plane: ControlPlane, job: Job) -> dict[str, Any] | None:
+def _kept(events: Iterable[Event]) -> dict[str, Any] | None:
     """A paused attempt's checkpoint kept on this machine, not stored (its upload failed)."""
-    found = kept_checkpoint(e for _, e in plane.store.events(job.id))
+    found = kept_checkpoint(events)
     if found is None:
         return None
     path, attempt = found
-    return {"path": str(path), "attempt": attempt, "bytes": path.stat().st_size}
+    with contextlib.suppress(OSError):  # (gone this instant: stored by a resume, say)
+        return {"path": str(path), "attempt": attempt, "bytes": path.stat().st_size}
+    return None
 
 
 def _waiting_for(plane: ControlPlane, job: Job) -> str | None:
