@@ -163,7 +163,7 @@ def bench_provider(provider: str, trials: int, idle_s: float) -> dict[str, Any]:
 
 
 def bench_sigterm(trials: int) -> dict[str, Any]:
-    from portal.core.builtin.signal_notices import SignalNoticeSource
+    from portal.providers.sigterm import SignalNoticeSource
 
     latencies: list[float] = []
     for _ in range(trials):

@@ -192,7 +192,7 @@ def test_reserved_is_never_preempted(caplog: pytest.LogCaptureFixture, portal_ho
     request = json.loads((reserved.run.dir / "request.json").read_bytes())
     assert request["gpu_class"] == "reserved"
     # A notice slipped into its folder anyway is ignored by the container itself.
-    from portal.core.builtin.local_notices import deliver_notice
+    from portal.providers.local import deliver_notice
 
     deliver_notice(reserved.run._current.notice_dir, seconds=0.5)  # type: ignore[union-attr]
     time.sleep(1.0)

@@ -11,7 +11,7 @@ from portal.core.testing import FakeClock
 
 @pytest.fixture
 def pm() -> pluggy.PluginManager:
-    """A fresh plugin manager with only Portal's built-ins (no installed plugins)."""
+    """A fresh plugin manager with no plugin registered (entry points not loaded)."""
     return get_plugin_manager(autoload=False)
 
 

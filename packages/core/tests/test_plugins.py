@@ -1,11 +1,9 @@
-"""The plugin manager: built-ins, entry points, block lists, duplicates, broken plugins."""
+"""The plugin manager: entry points, block lists, duplicates, broken plugins."""
 
 from __future__ import annotations
 
 import logging
-import sys
 import textwrap
-import types
 from importlib import metadata
 from pathlib import Path
 
@@ -32,8 +30,10 @@ class _FakeSourcePlugin:
         return [NoticeSourceSpec(name=self.name, provider="fake", factory=lambda ctx: None)]  # type: ignore[arg-type,return-value]
 
 
-def test_builtins_are_registered(plugins: Plugins) -> None:
-    assert "local" in plugins.notice_sources()
+def test_core_alone_registers_no_plugin(plugins: Plugins) -> None:
+    """Core is hook specs and types: every source, even Portal's own, is a plugin of its own
+    distribution (portal-providers-base registers ``local`` and ``sigterm``)."""
+    assert plugins.notice_sources() == {}
     assert plugins.load_failures == []
 
 
@@ -52,12 +52,6 @@ def test_duplicate_names_are_refused_naming_both(pm: pluggy.PluginManager) -> No
     assert info.value.code == "PLUGIN_ERROR"
 
 
-def test_duplicate_of_a_builtin_names_portal_core(pm: pluggy.PluginManager) -> None:
-    pm.register(_FakeSourcePlugin("local"), name="impostor")
-    with pytest.raises(PluginError, match=r"portal-core \(built-in\) and plugin 'impostor'"):
-        Plugins(pm).notice_sources()
-
-
 def test_unknown_hook_argument_is_a_clear_error() -> None:
     class Bad:
         @hookimpl
@@ -69,23 +63,6 @@ def test_unknown_hook_argument_is_a_clear_error() -> None:
 
     with pytest.raises(PluginError, match="may take only the arguments its spec names"):
         _register(pm, Bad(), "bad")
-
-
-def test_unknown_hook_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = types.ModuleType("portal_typo_plugin")
-
-    @hookimpl
-    def portal_notice_source() -> list[NoticeSourceSpec]:  # missing "s"
-        return []
-
-    module.portal_notice_source = portal_notice_source  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "portal_typo_plugin", module)
-    monkeypatch.setattr(
-        "portal.core.plugins.BUILTIN_PLUGINS",
-        ("portal.core.builtin.local_notices", "portal_typo_plugin"),
-    )
-    with pytest.raises(PluginError, match="portal_notice_source"):
-        get_plugin_manager(autoload=False)
 
 
 def test_wrong_spec_type_is_refused(pm: pluggy.PluginManager) -> None:
@@ -112,7 +89,9 @@ def test_failing_hook_names_the_plugin(pm: pluggy.PluginManager) -> None:
         Plugins(pm).serializers()
 
 
-def test_lookup_errors_list_what_is_installed(plugins: Plugins) -> None:
+def test_lookup_errors_list_what_is_installed(pm: pluggy.PluginManager) -> None:
+    pm.register(_FakeSourcePlugin("local"), name="fake-local")
+    plugins = Plugins(pm)
     with pytest.raises(PluginError, match="no notice source named 'nope'; installed: local"):
         plugins.notice_source("nope")
     assert plugins.notice_source("LOCAL").name == "local"
@@ -121,16 +100,6 @@ def test_lookup_errors_list_what_is_installed(plugins: Plugins) -> None:
 def test_storage_backend_for_unknown_scheme(plugins: Plugins) -> None:
     with pytest.raises(PluginError, match=r"no storage backend handles zzz://.*portal-storage"):
         plugins.storage_backend_for("zzz://bucket/x")
-
-
-def test_blocking_a_builtin() -> None:
-    pm = get_plugin_manager(autoload=False, blocked=["portal.core.builtin.local_notices"])
-    assert "local" not in Plugins(pm).notice_sources()
-    pm = get_plugin_manager(
-        autoload=False, environ={DISABLED_PLUGINS_ENV: "portal.core.builtin.local_notices"}
-    )
-    assert "local" not in Plugins(pm).notice_sources()
-    assert "sigterm" in Plugins(pm).notice_sources()
 
 
 def test_event_observers_are_isolated(
@@ -217,6 +186,21 @@ def test_block_list_skips_an_entry_point(site: Path) -> None:
     _make_dist(site, "portal-acme-test", GOOD, "acme")
     pm = get_plugin_manager(environ={DISABLED_PLUGINS_ENV: "ACME"})
     assert "acme" not in Plugins(pm).notice_sources()
+
+
+TYPO = """
+from portal.core.hookspecs import hookimpl
+
+@hookimpl
+def portal_notice_source():  # missing "s"
+    return []
+"""
+
+
+def test_unknown_hook_name_is_a_clear_error(site: Path) -> None:
+    _make_dist(site, "portal-typo-test", TYPO, "typo")
+    with pytest.raises(PluginError, match=r"portal_notice_source.*Portal's hooks are named"):
+        get_plugin_manager(environ={})
 
 
 def test_broken_plugin_is_reported_not_fatal(site: Path, caplog: pytest.LogCaptureFixture) -> None:

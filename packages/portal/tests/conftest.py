@@ -10,10 +10,22 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 SCRIPTS = Path(__file__).parent / "scripts"
+
+
+def wait_until(what: str, test: Any, timeout: float = 60) -> Any:
+    """Poll ``test()`` until it returns something true (returned), or fail naming ``what``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        found = test()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"{what} never happened")
 
 
 class PortalCli:

@@ -27,7 +27,8 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
 def test_plugins_lists_what_each_registers(portal: PortalCli) -> None:
     listed = json.loads(portal("plugins", "--json").stdout)
     kinds = {(r["kind"], r["name"]): r["distribution"] for r in listed["registered"]}
-    assert kinds[("notice source", "local")] == "portal-core (built-in)"
+    assert kinds[("notice source", "local")] == "portal-providers-base"
+    assert kinds[("notice source", "sigterm")] == "portal-providers-base"
     assert kinds[("storage backend", "fsspec")] == "portal-storage"
     assert kinds[("placement policy", "spot")] == "portal-policies"
     assert listed["failed"] == []

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import PortalCli
+from conftest import PortalCli, wait_until
 
 from portal.control.plane import ControlPlane
 from portal.core.domain import Event, JobState
@@ -51,16 +49,6 @@ def _events(plane: ControlPlane, job: str, kind: str) -> list[Event]:
     return [e for _, e in plane.store.events(job) if e.kind == kind]
 
 
-def _wait_for(what: str, test: Any, timeout: float = 60) -> Any:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        found = test()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"{what} never happened")
-
-
 def _pid(path: Path) -> int:
     return int(path.read_text())
 
@@ -78,7 +66,7 @@ def test_periodic_checkpoints_then_a_lost_machine_resumes_from_the_last(
     expected = portal.plain(job_script, STEPS).splitlines()
     job = portal("run", "--detach", "--checkpoint-every", "1s", job_script, STEPS).stdout.strip()
     # At least two are stored while the job keeps running.
-    saved = _wait_for(
+    saved = wait_until(
         "two periodic checkpoints", lambda: len(_events(plane, job, "checkpoint-periodic")) >= 2
     )
     assert saved
@@ -91,7 +79,7 @@ def test_periodic_checkpoints_then_a_lost_machine_resumes_from_the_last(
     # The machine is lost without notice: the node and the job's process die together.
     job_pid = _events(plane, job, "started")[-1].data["pid"]
     _kill_without_notice(portal, job, 1)
-    _wait_for("the job process to die", lambda: not Path(f"/proc/{job_pid}").exists(), 10)
+    wait_until("the job process to die", lambda: not Path(f"/proc/{job_pid}").exists(), 10)
     printed = portal("logs", job).stdout.splitlines()
     assert printed and printed[-1] != expected[-1], "the job ended before it was killed"
 
@@ -135,7 +123,7 @@ def test_a_notice_during_periodic_checkpoints_is_honoured(
         job = portal("run", "--detach", job_script, STEPS).stdout.strip()
     finally:
         portal.env = env_before
-    _wait_for("a periodic checkpoint", lambda: _events(plane, job, "checkpoint-periodic"))
+    wait_until("a periodic checkpoint", lambda: _events(plane, job, "checkpoint-periodic"))
     assert portal("notice", job).returncode == 0
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
     suspended = _events(plane, job, "suspended")
@@ -189,10 +177,10 @@ def test_a_lost_job_resumes_from_its_periodic_checkpoint_with_a_new_interval(
     checkpoint; ``--checkpoint-every`` on resume replaces the interval the job remembered."""
     expected = portal.plain(job_script, STEPS).splitlines()
     job = portal("run", "--detach", "--checkpoint-every=0.5s", job_script, STEPS).stdout.strip()
-    _wait_for("a periodic checkpoint", lambda: _events(plane, job, "checkpoint-periodic"))
+    wait_until("a periodic checkpoint", lambda: _events(plane, job, "checkpoint-periodic"))
     job_pid = _events(plane, job, "started")[-1].data["pid"]
     _kill_without_notice(portal, job, 1)
-    _wait_for("the job process to die", lambda: not Path(f"/proc/{job_pid}").exists(), 10)
+    wait_until("the job process to die", lambda: not Path(f"/proc/{job_pid}").exists(), 10)
     assert portal.state(job) == "suspended"  # the dead node is seen: it keeps its checkpoint
     plane.set_state(job, JobState.LOST)  # as when its machine is declared gone for certain
     resumed = portal("resume", "--checkpoint-every", "off", job)

@@ -5,7 +5,7 @@ builds the class instance and runs its ``enter`` hooks (which is where a checkpo
 says Ready, then serves calls one at a time until told to close.
 
 Preemption: a watcher thread polls the attempt's notice folder with portal-core's
-:class:`~portal.core.builtin.local_notices.LocalNoticeSource`. On a notice the on_preempt callback
+:class:`~portal.providers.local.LocalNoticeSource`. On a notice the on_preempt callback
 runs in the *main* thread, so it sees a consistent instance, never one being changed under it:
 
 - between calls, at once;
@@ -51,8 +51,8 @@ from bladekit.protocol import (
     read_frame,
     write_frame,
 )
-from portal.core.builtin.local_notices import LocalNoticeSource
 from portal.core.domain import Notice
+from portal.providers.local import LocalNoticeSource
 
 log = logging.getLogger("bladekit.container")
 

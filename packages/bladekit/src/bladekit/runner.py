@@ -51,8 +51,8 @@ from bladekit.protocol import (
     split_frames,
 )
 from bladekit.wire import FunctionRequest, decode_request, encode_request
-from portal.core.builtin.local_notices import NOTICE_DIR_ENV, LocalNoticeSource, deliver_notice
 from portal.core.settings import Settings
+from portal.providers.local import NOTICE_DIR_ENV, LocalNoticeSource, deliver_notice
 
 __all__ = ["DEFAULT_GRACE_S", "DEFAULT_MAX_INTERRUPTIONS", "Run", "RunEvent", "find_run_dir"]
 

@@ -3,7 +3,7 @@
 In the caller's process, ``instance.run.preempt(seconds)`` or ``call.run.preempt(seconds)``
 delivers a notice directly. From anywhere else on the machine, :func:`preempt_run` finds the run's
 current attempt by id under ``PORTAL_HOME`` and drops a notice into its notice folder with
-portal-core's :func:`~portal.core.builtin.local_notices.deliver_notice`, exactly what
+portal-core's :func:`~portal.providers.local.deliver_notice`, exactly what
 ``portal notice`` does for a job.
 """
 
@@ -14,9 +14,9 @@ from pathlib import Path
 
 from bladekit.runner import DEFAULT_GRACE_S, find_run_dir
 from bladekit.wire import decode_request
-from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import Notice
 from portal.core.errors import InvalidArgumentError
+from portal.providers.local import deliver_notice
 
 __all__ = ["notice_dir", "preempt_run"]
 

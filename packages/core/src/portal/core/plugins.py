@@ -1,8 +1,9 @@
 """The plugin manager factory and the typed facade callers go through.
 
 ``get_plugin_manager()`` builds a fresh pluggy manager each call (none is created at import):
-hook specs, Portal's built-in plugins, then the ``portal`` entry-point group unless
-``PORTAL_DISABLE_PLUGIN_AUTOLOAD`` is set. A plugin that fails to import is reported with its
+hook specs, then the ``portal`` entry-point group unless ``PORTAL_DISABLE_PLUGIN_AUTOLOAD`` is
+set. Core registers no plugin of its own: even Portal's sources for one machine (``local``,
+``sigterm``, in portal-providers-base) come through their entry points, as a third party's do. A plugin that fails to import is reported with its
 distribution, entry point and error, and skipped: one broken plugin never takes the host down.
 
 Callers use :class:`Plugins` (``Plugins(pm).notice_sources()``...), never ``pm.hook`` directly,
@@ -11,7 +12,6 @@ so duplicate names are refused in one place, naming both distributions.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -35,7 +35,6 @@ from portal.core.specs import (
 )
 
 __all__ = [
-    "BUILTIN_PLUGINS",
     "DISABLED_PLUGINS_ENV",
     "DISABLE_AUTOLOAD_ENV",
     "ENTRY_POINT_GROUP",
@@ -49,12 +48,6 @@ log = logging.getLogger("portal.plugins")
 ENTRY_POINT_GROUP = "portal"
 DISABLE_AUTOLOAD_ENV = "PORTAL_DISABLE_PLUGIN_AUTOLOAD"
 DISABLED_PLUGINS_ENV = "PORTAL_DISABLE_PLUGINS"
-
-#: Modules of portal-core's own plugins, registered like any other plugin.
-BUILTIN_PLUGINS: tuple[str, ...] = (
-    "portal.core.builtin.local_notices",
-    "portal.core.builtin.signal_notices",
-)
 
 _FALSY = {"", "0", "false", "no", "off"}
 
@@ -88,12 +81,12 @@ def get_plugin_manager(
     blocked: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
 ) -> pluggy.PluginManager:
-    """A new plugin manager with Portal's hook specs, built-ins and (optionally) installed plugins.
+    """A new plugin manager with Portal's hook specs and (optionally) the installed plugins.
 
     :param autoload: load the ``portal`` entry-point group. ``PORTAL_DISABLE_PLUGIN_AUTOLOAD``
         (any value but ``0``/``false``/``no``/``off``) turns it off regardless.
     :param blocked: plugin (entry point) names never to load, in addition to the comma-separated
-        ``PORTAL_DISABLE_PLUGINS``. Built-ins can be blocked too, by module name.
+        ``PORTAL_DISABLE_PLUGINS``.
     :param environ: the environment to read (default :data:`os.environ`).
     """
     env = os.environ if environ is None else environ
@@ -103,13 +96,6 @@ def get_plugin_manager(
     pm.add_hookspecs(hookspecs)
     failures: list[PluginLoadFailure] = []
     distributions: dict[str, str] = {}
-
-    for module_name in BUILTIN_PLUGINS:
-        if normalise_name(module_name) in blocked_names:
-            continue
-        module = importlib.import_module(module_name)
-        _register(pm, module, module_name)
-        distributions[module_name] = "portal-core (built-in)"
 
     if autoload and env.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in _FALSY:
         _load_entry_points(pm, blocked_names, failures, distributions)
@@ -210,7 +196,7 @@ class Plugins:
     def _collect(self, hook_name: str, kind: str, spec_type: type[SpecT]) -> dict[str, SpecT]:
         caller = getattr(self.pm.hook, hook_name)
         seen: dict[str, tuple[SpecT, str]] = {}
-        # get_hookimpls() lists trylast built-ins first, then plugins in registration order.
+        # get_hookimpls() lists trylast implementations first, then in registration order.
         for impl in caller.get_hookimpls():
             owner = self.distribution_of(impl.plugin_name)
             try:

@@ -32,13 +32,13 @@ from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
 from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
 from portal.core import units
-from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.node.launch import NodeStartError, launch_node, resume_workdir
 from portal.node.periodic import CHECKPOINT_EVERY_FLAG as _CHECKPOINT_EVERY_FLAG
 from portal.node.periodic import checkpoint_every_option, note_periodic_resume
 from portal.node.spool import store_kept
+from portal.providers.local import deliver_notice
 
 __all__ = ["main"]
 

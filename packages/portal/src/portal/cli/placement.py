@@ -33,7 +33,6 @@ from portal.control import silence, wording
 from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
 from portal.control.store import new_job_id
-from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import CapacityClass, Job, JobState, Offer
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.specs import StateMeasure
@@ -47,6 +46,7 @@ from portal.policies import (
     StateSample,
     choose,
 )
+from portal.providers.local import deliver_notice
 from portal.sim.machines import Machine, SimulatedMachines
 from portal.sim.outgrow import node_environ
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing

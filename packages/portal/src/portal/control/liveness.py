@@ -17,8 +17,8 @@ from typing import Any
 
 from portal.control.backlog import BACKLOG_NAME, replay_file
 from portal.control.plane import ControlPlane
-from portal.core.builtin.local_notices import withdraw_notice
 from portal.core.domain import AttemptState, Job, JobState
+from portal.providers.local import withdraw_notice
 
 log = logging.getLogger("portal.control")
 

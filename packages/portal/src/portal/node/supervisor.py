@@ -31,7 +31,6 @@ from portal.control.carry import probe_settings_for_job, problem_key
 from portal.control.checkpoints import DAMAGED_EVENT
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
-from portal.core.builtin.local_notices import NOTICE_DIR_ENV, withdraw_notice
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.settings import Settings
@@ -44,6 +43,7 @@ from portal.node.runtime_link import RuntimeLink, control_socket_path
 from portal.node.spool import KEPT, store_file
 from portal.node.stream import CheckpointStream, partial_files
 from portal.node.watch import NoticeWatcher, open_sources
+from portal.providers.local import NOTICE_DIR_ENV, withdraw_all
 from portal.runtime.protocol import (
     EXIT_PAUSED,
     EXIT_REFUSED,
@@ -713,10 +713,17 @@ class Node:
         self._periodic.discard()  # the attempt is over: its own end decides what is kept
         for partial in partial_files(self.checkpoint_path):  # a writer killed mid-file
             partial.unlink(missing_ok=True)
-        if self._notice is not None and self._notice.source == "local":
-            # The machine this notice was for is gone with this attempt: the next attempt must
-            # not take it as its own.
-            withdraw_notice(self.paths.notices, self._notice.id)
+        # The machine this attempt's notices were for is gone with it: the next attempt must
+        # not take them as its own, including one that came too late to be taken.
+        taken = self._notice.id if self._notice is not None else None
+        for notice_id in withdraw_all(self.paths.notices):
+            if notice_id != taken:
+                self.report(
+                    "notice-dropped",
+                    f"notice {notice_id} came as attempt {self.attempt} ended, before it was "
+                    "taken; it was for that attempt's machine, so no later attempt receives it",
+                    notice=notice_id,
+                )
         if code != EXIT_PAUSED:
             self._stop_stream()  # the process ended without a whole checkpoint: nothing comes
             self._observer.not_suspended(f"the job ended first (exit status {code})")

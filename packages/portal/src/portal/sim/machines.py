@@ -31,10 +31,10 @@ import attrs
 
 from portal.control.liveness import node_alive
 from portal.control.plane import ControlPlane
-from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import Notice, Offer
 from portal.core.errors import InvalidArgumentError, InvalidSettingError
 from portal.policies import SimulatedCloud
+from portal.providers.local import deliver_notice
 
 __all__ = ["MACHINE_ENV", "Machine", "SimulatedMachines", "load_cloud"]
 

@@ -21,13 +21,13 @@ import logging
 from collections.abc import Mapping
 
 from portal.control.plane import ControlPlane
-from portal.core.builtin.local_notices import deliver_notice
 from portal.core.domain import Decision, JobState, Verdict
 from portal.node.launch import launch_node
 from portal.node.measure import resident_bytes
 from portal.node.observer import OBSERVER_ENV
 from portal.policies import Figure, SpotPolicy, StateSample, choose
 from portal.policies.wording import kept_spot_only
+from portal.providers.local import deliver_notice
 from portal.sim.machines import MACHINE_ENV, Machine
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 

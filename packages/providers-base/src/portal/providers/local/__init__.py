@@ -8,6 +8,7 @@ simplest channel that survives a restart of either side and needs no server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,7 +22,13 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.hookspecs import hookimpl
 from portal.core.specs import NoticeSourceContext, NoticeSourceSpec
 
-__all__ = ["NOTICE_DIR_ENV", "LocalNoticeSource", "deliver_notice", "withdraw_notice"]
+__all__ = [
+    "NOTICE_DIR_ENV",
+    "LocalNoticeSource",
+    "deliver_notice",
+    "withdraw_all",
+    "withdraw_notice",
+]
 
 NOTICE_DIR_ENV = "PORTAL_NOTICE_DIR"
 SOURCE_NAME = "local"
@@ -77,6 +84,17 @@ def withdraw_notice(directory: str | os.PathLike[str], notice_id: str) -> bool:
     except FileNotFoundError:
         return False
     return True
+
+
+def withdraw_all(directory: str | os.PathLike[str]) -> list[str]:
+    """Withdraw every notice delivered to ``directory``; their ids. For the end of an attempt:
+    the notices were for its machine, and a later attempt must not take them as its own."""
+    withdrawn = []
+    for path in sorted(Path(directory).glob("*.json")):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            withdrawn.append(path.stem)
+    return withdrawn
 
 
 class LocalNoticeSource:

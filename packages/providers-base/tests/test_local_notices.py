@@ -1,4 +1,5 @@
-"""The built-in local notice source passes the notice-source contract."""
+"""The local notice source (portal-providers-base's, found through its entry point) passes the
+notice-source contract."""
 
 from __future__ import annotations
 
@@ -6,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from portal.core.builtin.local_notices import (
+from portal.core.errors import InvalidArgumentError
+from portal.core.plugins import Plugins, get_plugin_manager
+from portal.core.specs import NoticeSource, NoticeSourceContext
+from portal.core.testing import FakeClock, NoticeSourceContract
+from portal.providers.local import (
     NOTICE_DIR_ENV,
     LocalNoticeSource,
     deliver_notice,
     withdraw_notice,
 )
-from portal.core.errors import InvalidArgumentError
-from portal.core.plugins import Plugins
-from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 
 
 class TestLocalNoticeSource(NoticeSourceContract):
@@ -34,8 +35,10 @@ class TestLocalNoticeSource(NoticeSourceContract):
         return withdraw_notice(self.dir, self.delivered.pop())
 
 
-def test_factory_reads_the_directory_from_the_environment(plugins: Plugins, tmp_path: Path) -> None:
+def test_factory_reads_the_directory_from_the_environment(tmp_path: Path) -> None:
+    plugins = Plugins(get_plugin_manager(environ={}))  # the installed entry points
     spec = plugins.notice_source("local")
+    assert plugins.distribution_of("local") == "portal-providers-base"
     src = spec.factory(NoticeSourceContext(environ={NOTICE_DIR_ENV: str(tmp_path)}))
     assert src.detect()
     assert not spec.factory(NoticeSourceContext()).detect()

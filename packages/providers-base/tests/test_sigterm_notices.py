@@ -11,12 +11,11 @@ from types import FrameType
 
 import pytest
 
-from portal.core.builtin import signal_notices
-from portal.core.builtin.signal_notices import SignalNoticeSource, detect_platform
 from portal.core.errors import InvalidSettingError, PortalError
 from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.specs import NoticeSource, NoticeSourceContext
 from portal.core.testing import FakeClock, NoticeSourceContract
+from portal.providers.sigterm import SignalNoticeSource, detect_platform
 
 
 def _send_sigterm(source: SignalNoticeSource) -> None:
@@ -184,11 +183,10 @@ def test_a_bad_grace_is_refused_with_the_setting_named(bad: str) -> None:
         )
 
 
-def test_registers_as_a_plugin() -> None:
-    pm = get_plugin_manager(autoload=False)
-    if not pm.is_registered(signal_notices):
-        pm.register(signal_notices, name="portal.core.builtin.signal_notices")
-    spec = Plugins(pm).notice_source("sigterm")
+def test_registers_as_a_plugin_through_its_entry_point() -> None:
+    plugins = Plugins(get_plugin_manager(environ={}))
+    assert plugins.distribution_of("sigterm") == "portal-providers-base"
+    spec = plugins.notice_source("sigterm")
     source = spec.factory(NoticeSourceContext())
     try:
         assert isinstance(source, NoticeSource) and source.detect() is False

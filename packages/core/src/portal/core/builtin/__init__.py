@@ -1,1 +1,0 @@
-"""portal-core's built-in plugins, registered exactly as third-party plugins are."""
