@@ -67,21 +67,27 @@ def test_wait_with_a_timeout_says_the_job_still_runs(portal: PortalCli) -> None:
 
 
 @pytest.mark.one_python
-def test_logs_follow_stops_at_a_suspension_and_shows_each_line_once(portal: PortalCli) -> None:
+def test_logs_follow_goes_through_a_suspension_into_the_next_attempt(portal: PortalCli) -> None:
+    """``logs -f`` says the job is suspended, waits, and goes on with the resumed attempt
+    (saying where it runs), each line once, until the job ends."""
     expected = portal.plain("count.py", "3")
     job = portal("run", "--detach", "count.py", "3").stdout.strip()
     portal.wait_for_output(job, "step 2 ")
     follower = portal.start("logs", "-f", job)
     portal("notice", job)
-    first, err = follower.communicate(timeout=60)
-    assert follower.returncode == 0
-    assert f"job {job} is suspended; resume it with `portal resume {job}`" in err
-    assert expected.startswith(first) and first.count("step") >= 3
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    time.sleep(0.5)
+    assert follower.poll() is None, "the follower stopped at the suspension"
+    checkpoint = json.loads(portal("status", job, "--json").stdout)["last_checkpoint"]["id"]
     portal("resume", "--detach", job)
-    follower = portal.start("logs", "-f", job)
-    whole, _ = follower.communicate(timeout=60)
+    whole, err = follower.communicate(timeout=60)
+    assert follower.returncode == 0
     assert whole == expected
+    assert f"job {job} is suspended; resume it with `portal resume {job}`" in err
+    assert f"attempt 2 on local, resumed from checkpoint {checkpoint}:" in err
     assert portal.state(job) == "done"
+    replay = portal("logs", "-f", job)  # an ended job: its whole output, then the end
+    assert replay.returncode == 0 and replay.stdout == expected
 
 
 def test_an_attached_run_keeps_progress_off_a_pipe_but_says_the_upload(portal: PortalCli) -> None:

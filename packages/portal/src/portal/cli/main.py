@@ -335,16 +335,30 @@ class Cli:
         paths = self.plane.paths(job.id)
         number = 1
         seen_events = 0
+        waiting = False  # following a suspended job, told once, until its next attempt starts
         while True:
             attempts = self.plane.store.attempts(job.id)
             if number > len(attempts):
-                if options.follow and job.state is JobState.SUSPENDED:
-                    note(f"job {job.id} is suspended; resume it with `{wording.resume_hint(job)}`")
-                if not options.follow or job.state.is_final or job.state is JobState.SUSPENDED:
+                if options.follow and job.state is JobState.SUSPENDED and not waiting:
+                    waiting = True
+                    note(
+                        f"job {job.id} is suspended; resume it with `{wording.resume_hint(job)}`"
+                        " (following: its next attempt's output comes here; Ctrl-C stops)"
+                    )
+                if not options.follow or job.state.is_final:
                     return 0
-                time.sleep(0.1)
+                time.sleep(0.2)
                 job = self.job(job.id)
                 continue
+            waiting = False
+            if options.follow and number > 1:  # where each part ran, as it is followed
+                attempt = attempts[number - 1]
+                origin = (
+                    f", resumed from checkpoint {attempt.resumed_from}"
+                    if attempt.resumed_from
+                    else ""
+                )
+                note(f"attempt {number} on {attempt.machine}{origin}:")
             skipped = superseded_attempts(self.plane, job).get(number)
             if skipped is not None:  # its work was done again: its output would show twice
                 note(skipped)
@@ -652,7 +666,13 @@ def _parser() -> argparse.ArgumentParser:
     wait.add_argument("--timeout", type=float, metavar="S")
     logs = sub.add_parser("logs", help="the job's output across all attempts")
     logs.add_argument("job", metavar="JOB")
-    logs.add_argument("-f", "--follow", action="store_true")
+    logs.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="follow the job across its attempts until it ends (done, failed, lost or "
+        "cancelled); while it is suspended, wait for its resume. e.g. `portal logs -f train`",
+    )
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
     jobs = sub.add_parser("jobs", help="a table of jobs")
