@@ -41,12 +41,15 @@ def test_example_plugin_is_discovered_from_its_entry_point() -> None:
     assert plugins.load_failures == []
     assert "acme" in plugins.notice_sources()
     assert plugins.distribution_of("acme") == "portal-acme-notices"
+    # Portal's own sources for one machine come the same way, from their wheel's entry points.
+    assert plugins.distribution_of("local") == "portal-providers-base"
+    assert plugins.distribution_of("sigterm") == "portal-providers-base"
 
 
 def test_plugin_autoload_can_be_switched_off() -> None:
+    """Off, no plugin is loaded: core registers none of its own (not even Portal's sources)."""
     plugins = Plugins(get_plugin_manager(environ={"PORTAL_DISABLE_PLUGIN_AUTOLOAD": "1"}))
-    assert "acme" not in plugins.notice_sources()
-    assert "local" in plugins.notice_sources()
+    assert plugins.notice_sources() == {}
 
 
 def test_import_portal_core_stays_light() -> None:
