@@ -1,4 +1,4 @@
-"""The CLI's tables for people and for scripts: jobs (with --json), plugins, --version, and
+"""The CLI's tables for people and for scripts: jobs and explain (with --json), plugins, --version, and
 flags that contradict each other refused."""
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     assert header.split() == ["JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE"]
     assert line.split()[:8] == [job, "twice", "done", "2", "(1", "resumed)", "local", "count.py"]
     assert line.split()[-1][-1] in "smhd"
+    explained = json.loads(portal("explain", "--json", "twice").stdout)
+    (notice,) = explained["notices"]
+    assert explained["job"] == job and notice["source"] == "local" and notice["notice_s"] > 0
+    kinds = [d["kind"] for d in notice["decisions"]]
+    assert "pausing" in kinds and "paused" in kinds, kinds
+    text = portal("explain", "twice").stdout  # the same object, for people
+    assert text.startswith(f"job {job}: 1 notice(s)") and notice["message"] in text
 
 
 def test_plugins_lists_what_each_registers(portal: PortalCli) -> None:

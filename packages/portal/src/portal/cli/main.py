@@ -395,7 +395,11 @@ class Cli:
 
     def explain(self, options: argparse.Namespace) -> int:
         job = self.job(options.job)
-        for line in explain_lines(self.views.explain(job)):
+        explained = self.views.explain(job)
+        if options.json:
+            print(json.dumps(explained, indent=2))
+            return 0
+        for line in explain_lines(explained):
             print(line)
         return 0
 
@@ -675,6 +679,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
+    explain.add_argument(
+        "--json",
+        action="store_true",
+        help="the same as one JSON object: notices with their decisions, and the checkpoint "
+        "check's decisions",
+    )
     jobs = sub.add_parser("jobs", help="a table of jobs")
     jobs.add_argument("--json", action="store_true")
     plugins = sub.add_parser("plugins", help="what each installed plugin registers, and failures")
