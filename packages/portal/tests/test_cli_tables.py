@@ -22,6 +22,8 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     assert header.split() == ["JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE"]
     assert line.split()[:8] == [job, "twice", "done", "2", "(1", "resumed)", "local", "count.py"]
     assert line.split()[-1][-1] in "smhd"
+    assert portal("status").stdout.splitlines()[0] == header  # no job: every job's row
+    assert json.loads(portal("status", "--json").stdout) == [row]
     explained = json.loads(portal("explain", "--json", "twice").stdout)
     (notice,) = explained["notices"]
     assert explained["job"] == job and notice["source"] == "local" and notice["notice_s"] > 0

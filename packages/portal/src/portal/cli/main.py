@@ -261,6 +261,8 @@ class Cli:
         return self.views.status(job)
 
     def status(self, options: argparse.Namespace) -> int:
+        if options.job is None:  # every job: the table `portal jobs` prints
+            return self.jobs(options)
         job = self.job(options.job)
         data = self.status_data(job)
         if options.json:
@@ -662,8 +664,10 @@ def _parser() -> argparse.ArgumentParser:
     notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
     notice.add_argument("job", metavar="JOB")
     notice.add_argument("--seconds", type=float, help="notice length (default 120)")
-    status = sub.add_parser("status", help="a job's state, attempts and last checkpoint")
-    status.add_argument("job", metavar="JOB")
+    status = sub.add_parser(
+        "status", help="a job's state, attempts and last checkpoint (no JOB: every job's row)"
+    )
+    status.add_argument("job", metavar="JOB", nargs="?")
     status.add_argument("--json", action="store_true")
     wait = sub.add_parser("wait", help="block until the job is no longer running or pausing")
     wait.add_argument("job", metavar="JOB")
