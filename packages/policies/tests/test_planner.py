@@ -175,3 +175,15 @@ def test_on_spec_forms() -> None:
     assert OnSpec.parse("c7i.large").matches(on_demand(C7I_LARGE))
     assert not OnSpec.parse("aws:c7i.large").exact
     assert OnSpec.parse(spot(C7I_LARGE).pool).matches(spot(C7I_LARGE))  # a pool pastes back
+
+
+def test_a_machine_with_less_memory_than_the_job_asks_for_is_never_chosen() -> None:
+    """``--memory 16``: the 4 GiB c7i.large (the cheapest) is left out by D4, named; the
+    16 GiB n2-standard-4 and larger remain."""
+    plan = Planner(bounds()).plan(job(memory_gib=16), mixed_offers(), PlacementContext())
+    d4 = next(line for line in plan.lines if line.startswith("D4 "))
+    assert "--memory 16:" in d4, d4
+    assert plan.chosen is not None and plan.chosen.machine_type.memory_gib >= 16
+    skipped = [d for d in plan.decisions if d.figures.get("rule") == "memory"]
+    assert skipped and all(d.offer.machine_type.memory_gib < 16 for d in skipped)  # type: ignore[union-attr]
+    assert "less than the 16 GiB the job asks for (--memory)" in skipped[0].reason

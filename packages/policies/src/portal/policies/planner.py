@@ -140,7 +140,7 @@ class Planner:
         screen = Screen(self.bounds, context, options, measure)
         lines = [self._d1(job, request), f"D2 state: {self._d2(measure)}", self._d3(offers)]
 
-        filtered, dropped, counts = self._filters(offers, request, screen)
+        filtered, dropped, counts = self._filters(offers, request, screen, job.memory_gib)
         lines.append(self._d4(counts, len(offers)))
 
         results = [screen.one(s.offer) for s in filtered]
@@ -209,13 +209,24 @@ class Planner:
             request.on.select(offers)  # raises, naming the spec, when it matches nothing
 
     def _filters(
-        self, offers: Sequence[Offer], request: PlacementRequest, screen: Screen
+        self,
+        offers: Sequence[Offer],
+        request: PlacementRequest,
+        screen: Screen,
+        memory_gib: float | None = None,
     ) -> tuple[list[Screened], list[Screened], Counter[str]]:
+        """The offers the request's flags keep, and those they leave out (counted by flag). A
+        machine with less memory than the job asks for never runs it (a type whose memory the
+        catalog does not know, 0, is kept)."""
         kept: list[Screened] = []
         dropped: list[Screened] = []
         counts: Counter[str] = Counter()
         for offer in offers:
             clause, rule, flag = self._flag_clause(offer, request)
+            have = offer.machine_type.memory_gib
+            if clause is None and memory_gib and 0 < have < memory_gib:
+                clause, rule = wording.memory_short(offer, memory_gib), Rule.MEMORY
+                flag = f"--memory {memory_gib:g}"
             bound = screen.bound_of(offer) if clause is not None else None
             screened = Screened(offer=offer, bound=bound, figures=screen.figures(offer, bound))
             if clause is None:

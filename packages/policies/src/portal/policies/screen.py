@@ -30,6 +30,7 @@ class Rule:
     STATE_BOUND = "state_bound"
     EXCLUDED_POOL = "excluded_pool"
     GPU = "gpu"
+    MEMORY = "memory"
     NO_SPOT = "no_spot"
     SPOT_ONLY = "spot_only"
     ON = "on"

@@ -187,6 +187,13 @@ def gpu_missing(offer: Offer, gpu: str) -> str:
     return f"--gpu {gpu} asks for {gpu} and {what}"
 
 
+def memory_short(offer: Offer, asked_gib: float) -> str:
+    return (
+        f"its {offer.machine_type.memory_gib:g} GiB of memory is less than the "
+        f"{asked_gib:g} GiB the job asks for (--memory)"
+    )
+
+
 def no_spot() -> str:
     return "--no-spot leaves out spot"
 
