@@ -222,11 +222,7 @@ class Planner:
         dropped: list[Screened] = []
         counts: Counter[str] = Counter()
         for offer in offers:
-            clause, rule, flag = self._flag_clause(offer, request)
-            have = offer.machine_type.memory_gib
-            if clause is None and memory_gib and 0 < have < memory_gib:
-                clause, rule = wording.memory_short(offer, memory_gib), Rule.MEMORY
-                flag = f"--memory {memory_gib:g}"
+            clause, rule, flag = self._flag_clause(offer, request, memory_gib)
             bound = screen.bound_of(offer) if clause is not None else None
             screened = Screened(offer=offer, bound=bound, figures=screen.figures(offer, bound))
             if clause is None:
@@ -237,7 +233,9 @@ class Planner:
         return kept, dropped, counts
 
     @staticmethod
-    def _flag_clause(offer: Offer, request: PlacementRequest) -> tuple[str | None, str, str]:
+    def _flag_clause(
+        offer: Offer, request: PlacementRequest, memory_gib: float | None = None
+    ) -> tuple[str | None, str, str]:
         if request.on is not None and not request.on.matches(offer):
             return wording.not_named(request.on.text), Rule.ON, f"--on {request.on.text}"
         if request.gpu is not None and not gpu_matches(request.gpu, offer.machine_type.gpu_model):
@@ -246,6 +244,12 @@ class Planner:
             return wording.no_spot(), Rule.NO_SPOT, "--no-spot"
         if request.spot_only and not offer.capacity.interruptible:
             return wording.spot_only(), Rule.SPOT_ONLY, "spot only"
+        if memory_gib and 0 < offer.machine_type.memory_gib < memory_gib:
+            return (
+                wording.memory_short(offer, memory_gib),
+                Rule.MEMORY,
+                f"--memory {memory_gib:g}",
+            )
         return None, "", ""
 
     # --- lines --------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def reported_late(since: float, now: float, kept: int) -> str:
 
 
 def upload_failed(
-    exc: BaseException, path: Path, job: Job, previous: str | None, kept: bool = True
+    exc: BaseException, path: Path, job: Job, previous: str | None, *, kept: bool
 ) -> str:
     why = f"the checkpoint could not be uploaded ({type(exc).__name__}: {exc})"
     if kept:

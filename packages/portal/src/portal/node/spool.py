@@ -18,11 +18,11 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from portal.control.checkpoints import KEPT, kept_checkpoint
+from portal.control.checkpoints import kept_checkpoint
 from portal.core.domain import CheckpointRef, Job
 from portal.core.errors import PortalError
 
-__all__ = ["KEPT", "KeptCheckpointError", "store_file", "store_kept"]
+__all__ = ["KeptCheckpointError", "store_file", "store_kept"]
 
 _PIECE = 4 * 1024 * 1024
 

@@ -28,7 +28,7 @@ from msgspec import to_builtins
 from portal.control import wording
 from portal.control.backlog import BACKLOG_NAME, apply_entry
 from portal.control.carry import probe_settings_for_job, problem_key
-from portal.control.checkpoints import DAMAGED_EVENT
+from portal.control.checkpoints import DAMAGED_EVENT, KEPT
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
@@ -40,7 +40,7 @@ from portal.node.measure import child_pids
 from portal.node.observer import load_observer
 from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
-from portal.node.spool import KEPT, store_file
+from portal.node.spool import store_file
 from portal.node.stream import CheckpointStream, partial_files
 from portal.node.watch import NoticeWatcher, open_sources
 from portal.providers.local import NOTICE_DIR_ENV, withdraw_all
@@ -738,7 +738,7 @@ class Node:
                 kept = self.checkpoint_path.is_file()
                 self.report(
                     "upload-failed",
-                    wording.upload_failed(exc, self.checkpoint_path, self.job, previous, kept),
+                    wording.upload_failed(exc, self.checkpoint_path, self.job, previous, kept=kept),
                     checkpoint=previous,
                     attempt=self.attempt,
                     **({KEPT: str(self.checkpoint_path)} if kept else {}),
