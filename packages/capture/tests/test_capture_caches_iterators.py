@@ -421,20 +421,33 @@ def test_weak_references_to_carried_objects(user: types.ModuleType) -> None:
 CORPUS = Path(__file__).parent / "corpus" / "caches"
 
 
-def _paused_chain(script: Path, rng: random.Random, cwd: Path) -> tuple[bytes, list[int]]:
+def _paused_chain(
+    script: Path, rng: random.Random, cwd: Path, *, after_first_line: bool = False
+) -> tuple[bytes, list[int]]:
     """Run ``script`` under the runtime, SIGTERM it at a random moment (start-up included),
-    resume, again, until it ends; return its whole output and the exit codes."""
+    resume, again, until it ends; return its whole output and the exit codes.
+
+    With ``after_first_line`` the first notice comes once the program has printed its first
+    line: a moment inside its own code whatever the machine's load, so that the chain is
+    sure to take a pause (random moments alone can all fall in start-up on a loaded machine).
+    """
     ckpt = os.path.join(short_dir(), "ck.portal")
     cmd = runtime("run", "--checkpoint", ckpt, str(script))
     out, codes = b"", []
     for attempt in range(4):
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
-        if attempt < 3:
+        first = b""
+        if attempt == 0 and after_first_line:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()
+            proc.send_signal(signal.SIGTERM)
+        elif attempt < 3:
             try:
                 proc.wait(timeout=rng.uniform(0.05, 1.0))
             except subprocess.TimeoutExpired:
                 proc.send_signal(signal.SIGTERM)
         stdout, stderr = proc.communicate(timeout=120)
+        stdout = first + stdout
         assert proc.returncode in (0, EXIT_PAUSED, -signal.SIGTERM), stderr.decode()
         if proc.returncode == -signal.SIGTERM:
             # The notice came in the interpreter's own start-up, before any Python code ran
@@ -459,8 +472,8 @@ def test_a_paused_program_goes_on_as_if_never_paused(
     plain = plain_run(tmp_path / script, cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr.decode()
     paused = 0
-    for _ in range(3):
-        out, codes = _paused_chain(tmp_path / script, rng, tmp_path)
+    for chain in range(3):
+        out, codes = _paused_chain(tmp_path / script, rng, tmp_path, after_first_line=chain == 2)
         assert out == plain.stdout, codes
         paused += codes.count(EXIT_PAUSED)
     assert paused, "no run was paused"
