@@ -68,15 +68,7 @@ JOBS = max(1, int(os.environ.get("PORTAL_CORPUS_JOBS", "2")))
 
 #: Programs that fail here through a capture gap, named: name -> the gap. Their tests are
 #: xfail(strict=False): they run in full (and are reported), and pass again once it is closed.
-KNOWN_GAPS: dict[str, str] = {
-    "mpmath": (
-        "pickling runs mpmath's own mpf.__reduce__, which reads a constant's _mpf_: a property "
-        "that computes the constant at the working precision, so a pause attempt can compute "
-        "every cached constant again (seconds to minutes); and the state is a cycle through the "
-        "context mp (its caches hold mpf values whose __reduce__ and __hash__ need mp itself): "
-        "at resume 'from mpmath import mp' or mp's attributes are not there yet"
-    ),
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _torch_skip(program: Program) -> str | None:

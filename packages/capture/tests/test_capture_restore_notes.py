@@ -20,14 +20,17 @@ from portal.capture.extensions.tensors import CPU_NOTE  # noqa: E402
 # the tensors extension writes a CUDA storage (its bytes and its device), so the restore path is
 # the real one though this machine has no GPU to make one.
 SCRIPT = """
-import os, signal, time
+import copyreg, os, signal, time
 import torch  # noqa: F401  (a GPU job has it loaded)
 from portal.capture.extensions import tensors
 from portal.runtime import rt
 
 class SavedOnGpu:
-    def __reduce__(self):
-        return (tensors._rebuild_storage, (bytearray(b"\\x01\\x02\\x03"), "cuda:0"))
+    pass
+
+copyreg.pickle(
+    SavedOnGpu, lambda _: (tensors._rebuild_storage, (bytearray(b"\\x01\\x02\\x03"), "cuda:0"))
+)
 
 storage = SavedOnGpu()
 if rt.active:

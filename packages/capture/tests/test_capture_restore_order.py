@@ -52,9 +52,9 @@ def test_fill_order_sets_definitions_first_and_a_module_after_those_it_needs() -
     app = types.ModuleType("app")
     # Load order: "app" first, though it holds values of "lib"; "__main__" is listed first.
     namespaces: list[tuple[str, dict[str, object]]] = [
-        ("__main__", {"app": app, "data": [1], "f": f}),
+        ("__main__", {"app": app, "data": [box_class()], "f": f}),
         ("app", {"state": box_class(), "Box": box_class, "f": f}),
-        ("lib", {"cache": {}, "Color": color, "N": 3}),
+        ("lib", {"cache": {"k": box_class()}, "Color": color, "N": 3}),
     ]
     order = [(module, name) for module, name, _ in fill_order(namespaces)]
     assert order == [

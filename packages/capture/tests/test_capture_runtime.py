@@ -274,20 +274,18 @@ def test_the_control_channel_can_be_read_while_its_own_thread_holds_its_lock(
 
 
 def test_a_state_that_fails_to_load_is_told_and_the_checkpoint_kept(tmp_path: Path) -> None:
-    """Code that runs while the state loads (an object's own ``__reduce__`` function) raises:
-    the resume says what failed, where, and the way out, with no traceback; the checkpoint is
-    as it was, so a resume where that code works continues the program."""
+    """Code that runs while the state loads (an object's own ``__setstate__``) raises: the
+    resume says what failed, where, and the way out, with no traceback; the checkpoint is as it
+    was, so a resume where that code works continues the program."""
     (tmp_path / "fragile.py").write_text(
         "import os\n\n\n"
-        "def rebuild(value):\n"
-        "    if os.environ.get('FRAGILE_BREAK') == '1':\n"
-        "        raise LookupError('no such table: ' + str(value))\n"
-        "    return Fragile(value)\n\n\n"
         "class Fragile:\n"
         "    def __init__(self, value):\n"
         "        self.value = value\n\n"
-        "    def __reduce__(self):\n"
-        "        return rebuild, (self.value,)\n"
+        "    def __setstate__(self, state):\n"
+        "        if os.environ.get('FRAGILE_BREAK') == '1':\n"
+        "            raise LookupError('no such table: ' + str(state['value']))\n"
+        "        self.__dict__.update(state)\n"
     )
     script = tmp_path / "main.py"
     script.write_text(
@@ -312,7 +310,7 @@ def test_a_state_that_fails_to_load_is_told_and_the_checkpoint_kept(tmp_path: Pa
     assert broken.returncode == EXIT_REFUSED
     message = broken.stderr.decode()
     assert "[CAPTURE_RESTORE_FAILED]" in message
-    assert "rebuilding the program's state failed in rebuild (fragile.py:6)" in message
+    assert "rebuilding the program's state failed in __setstate__ (fragile.py:10)" in message
     assert "LookupError: no such table: 41" in message
     assert "The checkpoint is unchanged" in message
     assert "Traceback" not in message

@@ -16,14 +16,18 @@ __all__ = [
     "class_in_namespace",
     "load_code",
     "lru_cache",
+    "made_as_global",
     "make_cell",
     "make_function",
     "module_namespace",
     "set_cell",
+    "set_dict_item",
     "set_function_state",
     "set_global",
+    "set_slot",
     "set_wrapper_state",
     "std_stream",
+    "steps_done",
     "user_module",
 ]
 
@@ -68,6 +72,33 @@ def class_in_namespace(
     cls = make(*args)
     namespace[name] = cls
     return cls  # type: ignore[no-any-return]
+
+
+def made_as_global(
+    places: tuple[tuple[dict[str, Any], str], ...], func: Any, args: tuple[Any, ...]
+) -> Any:
+    """A module-level object, set as its globals (``places``: namespace and name) as soon as
+    it is made, before its state loads (:mod:`portal.capture.progressive`)."""
+    obj = func(*args)
+    for namespace, name in places:
+        namespace[name] = obj
+    return obj
+
+
+def set_dict_item(obj: Any, name: str, value: Any) -> None:
+    """One attribute of a progressively loaded object, into its ``__dict__`` as pickle's BUILD
+    does (no ``__setattr__`` of the object's runs)."""
+    obj.__dict__[name] = value
+
+
+def set_slot(obj: Any, owner: type, name: str, value: Any) -> None:
+    """One slot of an object carried as raw state, through the slot's own descriptor."""
+    owner.__dict__[name].__set__(obj, value)
+
+
+def steps_done(obj: Any, steps: list[None]) -> None:
+    """The state setter of a progressively loaded object: each step set its attribute as it
+    loaded, so nothing is left to do."""
 
 
 def load_code(data: bytes) -> types.CodeType:

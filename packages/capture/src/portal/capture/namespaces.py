@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
-from portal.capture import _rebuild
+from portal.capture import _rebuild, rawstate
 from portal.capture.pickler import NamespaceRef
 
 __all__ = ["GlobalsFirst", "fill_order"]
@@ -55,8 +56,63 @@ _DEFINITIONS: tuple[type, ...] = (
 )
 
 
+#: Containers of definitions and constants are constants too, up to this many items in all (a
+#: bigger one loads in the second pass, as any value does: checking it would cost more).
+_DATA_BUDGET = 4096
+
+
+_INERT: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _inert(t: type) -> bool:
+    """Whether an instance of ``t`` loads without running code: a Python class (no C base but
+    ``object``) with pickle's default making and state (no ``__new__``, ``__reduce__``,
+    ``__getstate__`` or ``__setstate__`` of its own)."""
+    known = _INERT.get(t)
+    if known is None:
+        cls: Any = t
+        known = _INERT[t] = (
+            type(t) is type
+            and cls.__new__ is object.__new__
+            and cls.__reduce_ex__ is object.__reduce_ex__
+            and cls.__reduce__ is object.__reduce__
+            and getattr(t, "__getstate__", None) is getattr(object, "__getstate__", None)
+            and getattr(t, "__setstate__", None) is None
+            and all(k.__flags__ & rawstate.HEAPTYPE for k in t.__mro__[:-1])
+        )
+    return known
+
+
 def _is_definition(value: object) -> bool:
-    return isinstance(value, _DEFINITIONS)
+    """A definition or constant, or *inert data*: tuples, lists, dicts, sets and frozensets of
+    them, and instances of plain classes whose state is (``_exp_types = (int, MPZ)``, a lookup
+    table ``h_mask = [LazyMasks(), [0, 1, 3, ...]]``). Inert data runs no code and needs nothing
+    but definitions while it loads, so loading it first costs nothing, and library code run while
+    the rest loads (a hash that computes, say) finds its tables."""
+    if isinstance(value, _DEFINITIONS):
+        return True
+    budget = _DATA_BUDGET
+    pending: list[object] = [value]
+    while pending:
+        item = pending.pop()
+        if type(item) in (tuple, list, set, frozenset):
+            items = cast("tuple[object, ...] | list[object] | set[object]", item)
+            budget -= len(items)
+            pending.extend(items)
+        elif type(item) is dict:
+            budget -= 2 * len(item)
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif _inert(type(item)):
+            attrs, slots = rawstate.raw_state(item)
+            budget -= len(attrs or ()) + len(slots)
+            pending.extend((attrs or {}).values())
+            pending.extend(slot_value for _, _, slot_value in slots)
+        elif not isinstance(item, _DEFINITIONS):
+            return False
+        if budget < 0:
+            return False
+    return True
 
 
 def _home_module(value: object) -> str | None:

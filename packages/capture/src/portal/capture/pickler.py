@@ -35,7 +35,7 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, caches, deepgraph, generators
+from portal.capture import _rebuild, caches, deepgraph, generators, progressive, rawstate
 from portal.capture.staged import Buffer, staged_in
 
 __all__ = [
@@ -123,6 +123,9 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     :param deep: defer plain instances' builds to the top level of the pickle, for a graph too
         deep to pickle by recursion (see :mod:`portal.capture.deepgraph`); dump
         ``deepgraph.DeferredBuilds.wrap(obj)`` then.
+    :param places: the user namespaces' globals that load progressively, by identity
+        (:func:`portal.capture.progressive.global_places`); a checkpoint passes them, a probe
+        of one value need not.
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         reducers: Mapping[type, Reducer] | None = None,
         buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
         deep: bool = False,
+        places: Mapping[int, list[progressive.Place]] | None = None,
     ) -> None:
         # cloudpickle's table is a ChainMap (its reducers, then copyreg's), which the C pickler
         # looks up through Python for every object without a reducer_override answer: a plain
@@ -156,6 +160,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._namespace_refs: dict[str, NamespaceRef] = {}
         # A graph too deep for the plain pickle: plain instances' builds deferred (deepgraph).
         self._deep = deepgraph.DeferredBuilds(self.dispatch_table) if deep else None
+        self._places: Mapping[int, list[progressive.Place]] = places or {}
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -166,6 +171,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         except KeyError:
             handler = self._handlers[t] = self._handler_for(t)
         if handler is None:
+            if id(obj) in self._places:
+                return self._reduce_global(obj, self._default_reduce(obj))
             return NotImplemented if self._deep is None else self._deep.reduce(obj)
         result = handler(obj)
         if result is _DEFAULT:
@@ -194,6 +201,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _refuse_process_bound
         if issubclass(t, io.IOBase):
             return _reduce_stream
+        if t not in self.dispatch_table and rawstate.raw_eligible(t, self._user_modules):
+            return self._reduce_raw
         return None
 
     # -- reducers that need the pickler's state ---------------------------------------------
@@ -212,6 +221,39 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return found[1](gen)
         # The user's own generators travel as frames; a library's is refused by name.
         return generators.reduce_generator(gen, self._namespaces, self.namespace_ref)
+
+    def _reduce_raw(self, obj: object) -> Any:
+        """An instance of the program's own class with a ``__reduce__`` of its own: as raw
+        state (portal.capture.rawstate), unless that state cannot travel."""
+        if rawstate.raw_state_travels(type(obj), obj, self._error_of):
+            reduced: Any = rawstate.raw_reduce(obj)
+        elif id(obj) in self._places:
+            reduced = self._default_reduce(obj)
+        else:
+            return _DEFAULT
+        return self._reduce_global(obj, reduced) if id(obj) in self._places else reduced
+
+    def _default_reduce(self, obj: object) -> Any:
+        """What pickle itself would do with ``obj``: copyreg's table, else its
+        ``__reduce_ex__``."""
+        reduce = self.dispatch_table.get(type(obj))
+        return reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
+
+    def _reduce_global(self, obj: object, reduced: Any) -> Any:
+        """A global of a user module that is an instance: made and set as its globals at once,
+        its state set one attribute at a time (portal.capture.progressive)."""
+        if not isinstance(reduced, tuple):
+            return reduced  # a name: pickled by reference
+        places = [(self.namespace_ref(module), name) for module, name in self._places[id(obj)]]
+        return progressive.progressive(obj, reduced, places)
+
+    def _error_of(self, value: object) -> BaseException | None:
+        error = pickle_error(value, namespaces=self._namespaces, reducers=self._plugin_reducers)
+        from portal.core.specs import WaitForSafePoint
+
+        if isinstance(error, WaitForSafePoint):
+            raise error  # carried a few lines later: nothing decided
+        return error
 
     def _reduce_class(self, cls: type) -> Any:
         reduced = super().reducer_override(cls)
@@ -372,6 +414,7 @@ def dumps(
     namespaces: Mapping[int, str],
     reducers: Mapping[type, Reducer] | None = None,
     keep: bool = True,
+    places: Mapping[int, list[progressive.Place]] | None = None,
 ) -> tuple[bytes, list[Buffer], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
     and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would
@@ -394,7 +437,12 @@ def dumps(
         buffers.clear()
         buffered = 0
         pickler = CheckpointPickler(
-            sink, namespaces=namespaces, reducers=reducers, buffer_callback=on_buffer, deep=deep
+            sink,
+            namespaces=namespaces,
+            reducers=reducers,
+            buffer_callback=on_buffer,
+            deep=deep,
+            places=places,
         )
         try:
             with deepgraph.pickling_depth():

@@ -41,6 +41,7 @@ from portal.capture.pickler import (
     resolve_reducers,
 )
 from portal.capture.problems import Problem, describe_type, where
+from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
@@ -374,7 +375,11 @@ def take_snapshot(
     with _user_classes_by_value([m for _, m in user_modules]):
         try:
             data, buffers, size = dumps(
-                _globals_first(snapshot), namespaces=namespaces, reducers=reducers, keep=keep
+                _globals_first(snapshot),
+                namespaces=namespaces,
+                reducers=reducers,
+                keep=keep,
+                places=global_places([(m.name, m.contents) for m in snapshot.modules]),
             )
         except Exception as exc:
             slots: list[HeldSlot | None] = []

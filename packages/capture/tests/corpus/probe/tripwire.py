@@ -17,20 +17,20 @@ def _line():
 
 
 class Tripwire:
-    def __reduce__(self):
+    def __getstate__(self):  # run by pickle as it takes the object's state
         print("wire reduced at line", _line(), file=sys.stderr, flush=True)
         if not fired:
             fired.append(True)
             os.kill(os.getpid(), signal.SIGTERM)
             for _ in range(1000):  # the handler runs between two of these bytecodes
                 pass
-        return (Tripwire, ())
+        return {}
 
 
 class After:
-    def __reduce__(self):
+    def __getstate__(self):
         print("after reduced at line", _line(), file=sys.stderr, flush=True)
-        return (After, ())
+        return {}
 
 
 before = [[i] for i in range(1000)]
