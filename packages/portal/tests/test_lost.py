@@ -15,6 +15,7 @@ from portal.control.lost import LostJobRules, ProviderCheck
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
 from portal.core.domain import Job, JobState
+from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins
 from portal.core.settings import Settings
 from portal.core.testing import FakeClock
@@ -298,3 +299,107 @@ def follow_script(plane: ControlPlane, job: Job, clock: FakeClock, script: list[
             assert messages[-1].split("; ", 1)[1] == expected.waiting_for.split("; ", 1)[1]
     said = silent_events(plane, job)
     assert all(a != b for a, b in itertools.pairwise(said))
+
+
+# -- the provider asked, through the portal_machine_exists hook ------------------------------
+
+
+class Provider:
+    """A provider plugin whose API answers from a script of answers (True: there)."""
+
+    def __init__(self, *answers: bool | None) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[str, str, float]] = []
+        self.clock: FakeClock | None = None
+
+    @hookimpl
+    def portal_machine_exists(self, provider: str, machine: str) -> bool | None:
+        assert self.clock is not None
+        self.asked.append((provider, machine, self.clock.now()))
+        return self.answers.pop(0)
+
+
+def provider_job(tmp_path: object, provider: object) -> tuple[ControlPlane, Job, FakeClock]:
+    clock = FakeClock()
+    plane, job = remote_job(str(tmp_path), clock)
+    plane.plugins.pm.register(provider, name="acme-cloud")
+    plane.record(job.id, "machine", "machine: aws spot", provider="aws", capacity="spot")
+    return plane, job, clock
+
+
+def checks(plane: ControlPlane, job: Job) -> list[tuple[float, bool]]:
+    return [
+        (e.at, e.data["gone"]) for _, e in plane.store.events(job.id) if e.kind == "machine-check"
+    ]
+
+
+def test_the_provider_is_asked_about_once_a_minute_while_the_node_is_silent(
+    tmp_path: object,
+) -> None:
+    provider = Provider(True, False, False)
+    plane, job, clock = provider_job(tmp_path, provider)
+    provider.clock = clock
+    clock.advance(20)
+    silence.settle(plane, job)
+    assert provider.asked == []  # heard 20 s ago: not silent
+    clock.advance(20)
+    silence.settle(plane, job)
+    t1 = clock.now()
+    assert provider.asked == [("aws", MACHINE, t1)]  # the machine reported aws
+    assert checks(plane, job) == [(t1, False)]
+    clock.advance(30)
+    silence.settle(plane, job)  # asked 30 s ago: not again
+    assert len(provider.asked) == 1
+    clock.advance(30)
+    silence.settle(plane, job)
+    clock.advance(60)
+    assert silence.settle(plane, job).state is JobState.RUNNING
+    assert [gone for _, gone in checks(plane, job)] == [False, True, True]
+    assert "said twice" in silent_events(plane, job)[-1]  # and waits for 10 minutes of silence
+    clock.advance(600)
+    provider.answers.append(False)
+    assert silence.settle(plane, job).state is JobState.LOST
+
+
+def test_a_provider_that_cannot_tell_or_fails_never_says_gone(tmp_path: object) -> None:
+    class Failing:
+        @hookimpl
+        def portal_machine_exists(self, machine: str) -> bool | None:
+            raise ConnectionError("the API is down")
+
+    provider = Provider(None, None)
+    plane, job, clock = provider_job(tmp_path, provider)
+    provider.clock = clock
+    plane.plugins.pm.register(Failing(), name="failing-cloud")
+    clock.advance(40)
+    assert silence.settle(plane, job).state is JobState.RUNNING
+    clock.advance(3600)
+    assert silence.settle(plane, job).state is JobState.RUNNING
+    assert checks(plane, job) == [] and len(provider.asked) == 2
+    assert "say twice" in silent_events(plane, job)[-1]
+
+
+def test_the_simulated_cloud_answers_through_the_same_hook(tmp_path: object) -> None:
+    from portal.sim import SimulatedMachines, plugin
+
+    clock = FakeClock()
+    plane, _ = remote_job(str(tmp_path), clock)
+    machines = SimulatedMachines(plane)
+    offer = next(iter(machines.cloud.offers()))
+    machine = machines.provision(offer)
+    job = plane.create_job(script="train.py", workdir=str(tmp_path))
+    plane.store.start_attempt(job.id, machine=machine.name, at=clock.now())
+    plane.plugins.pm.register(plugin, name="simulated")
+    assert plugin.machine_exists(plane.home, "i-0abc") is None  # not the simulated cloud's
+    clock.advance(40)
+    silence.settle(plane, job)
+    assert checks(plane, job) == [(clock.now(), False)]  # silent, but the machine is there
+    machines.release(machine.id, kill=False)
+    for _ in range(2):
+        clock.advance(60)
+        silence.settle(plane, job)
+    assert [gone for _, gone in checks(plane, job)] == [False, True, True]
+    clock.advance(600)
+    assert silence.settle(plane, job).state is JobState.LOST
+    (lost,) = [e for _, e in plane.store.events(job.id) if e.kind == "lost"]
+    assert machine.name in lost.message

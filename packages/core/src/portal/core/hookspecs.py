@@ -154,6 +154,32 @@ def portal_key_store(home: str) -> KeyStore | None:
     raise NotImplementedError
 
 
+@hookspec(firstresult=True)
+def portal_machine_exists(provider: str, machine: str, home: str) -> bool | None:
+    """Whether a machine a job ran on still exists, as its provider says now. The lost-job
+    rules ask it about once a minute while the job's node is silent: a job is lost only once the
+    provider says twice, a minute apart, that its machine is gone (AWS DescribeInstances, GCP
+    instances.get, Azure's instance view). Stops at the first non-None answer.
+
+    :param provider: the machine's provider (``aws``, ``gcp``, ``azure``) as the node reported
+        it, or ``""`` when it reported none.
+    :param machine: the machine as the job's attempt records it (an instance id, or the
+        simulated cloud's ``sim-0002 spot aws c7i.large (us-east-1)``).
+    :param home: Portal's home directory (``PORTAL_HOME``).
+    :return: True (still there), False (gone), or ``None``: not a machine this plugin knows, or
+        it cannot tell now (a failed API call is ``None``, never ``False``).
+
+    Example::
+
+        @hookimpl
+        def portal_machine_exists(provider, machine):
+            if provider != "acme":
+                return None
+            return acme.instances.get(machine) is not None
+    """
+    raise NotImplementedError
+
+
 @hookspec
 def portal_event(event: Event) -> None:
     """Observe every event Portal records for a job (notice, suspended, resumed, warnings...).

@@ -296,6 +296,21 @@ class Plugins:
         result: KeyStore | None = self.pm.hook.portal_key_store(home=home)
         return result
 
+    def machine_exists(self, provider: str, machine: str, home: str) -> bool | None:
+        """The first plugin's answer on whether ``machine`` still exists (see the hook); a
+        plugin that fails is logged and counts as no answer: a failed question never says
+        that a machine is gone."""
+        for impl in reversed(self.pm.hook.portal_machine_exists.get_hookimpls()):
+            args = {"provider": provider, "machine": machine, "home": home}
+            try:
+                answer = impl.function(*[args[arg] for arg in impl.argnames])
+            except Exception:
+                log.exception("machine check of %s failed", self.distribution_of(impl.plugin_name))
+                continue
+            if answer is not None:
+                return bool(answer)
+        return None
+
     def emit(self, event: Any) -> None:
         """Tell every ``portal_event`` observer; an observer's failure is logged, never raised."""
         for impl in self.pm.hook.portal_event.get_hookimpls():

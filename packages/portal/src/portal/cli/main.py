@@ -560,6 +560,7 @@ _NOTED = {
     "portal-error",
     "node-error",
     "silent",
+    "machine-check",
     "lost",
     "lost-machine",
 }

@@ -5,9 +5,11 @@ holds and records what follows:
 
 * the node's last-heard time (its heartbeat, ``jobs.last_heard``);
 * the provider's answers about the attempt's machine — gone or still there — recorded as
-  ``machine-check`` events by :func:`record_machine_check` (a provider's machine watcher, or the
-  simulated cloud, calls it; on this machine alone Portal knows for certain instead, see
-  :mod:`portal.control.liveness`);
+  ``machine-check`` events by :func:`record_machine_check`: :func:`settle` asks the provider
+  through the ``portal_machine_exists`` hook (the provider plugins, the simulated cloud) about
+  once a minute while the node is silent, each time someone looks at the job (``status``,
+  ``jobs``, ``logs -f``, the server's API); on this machine alone Portal knows for certain
+  instead, see :mod:`portal.control.liveness`;
 * the deadline of the notice the machine had, if any (its latest ``notice`` event).
 
 :func:`settle` records a ``silent`` event each time what Portal waits for changes, and declares
@@ -25,7 +27,9 @@ from portal.control.store import JobStateConflictError
 from portal.core.domain import Attempt, AttemptState, Job, JobState
 
 __all__ = [
+    "CHECK_EVERY_S",
     "LOCAL_MACHINE",
+    "ask_provider",
     "assess",
     "record_machine_check",
     "refuse_while_silent",
@@ -35,6 +39,8 @@ __all__ = [
 #: The machine name of attempts on this machine (``portal run``); liveness decides for them.
 LOCAL_MACHINE = "local"
 RULES = LostJobRules()
+#: How often the provider is asked about a silent node's machine ("about a minute").
+CHECK_EVERY_S = 60.0
 
 
 def _current_attempt(plane: ControlPlane, job: Job) -> Attempt | None:
@@ -59,6 +65,44 @@ def record_machine_check(
         gone=gone,
         provider=provider,
     )
+
+
+def _provider_of(plane: ControlPlane, job: Job, attempt: Attempt) -> str:
+    """The machine's provider, as the attempt's node reported it (its ``machine`` event)."""
+    provider = ""
+    for _, event in plane.store.events(job.id):
+        if event.kind == "machine" and event.at >= attempt.started_at:
+            provider = str(event.data.get("provider") or "")
+    return provider
+
+
+def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> bool:
+    """Ask the provider whether the silent node's machine still exists, unless it was asked
+    less than :data:`CHECK_EVERY_S` ago (or before the node went silent: then now); record the
+    answer. False when it was not asked or no plugin could tell."""
+    attempt = _current_attempt(plane, job)
+    if attempt is None or attempt.machine == LOCAL_MACHINE:
+        return False
+    now = plane.clock.now()
+    heard = plane.store.last_heard(job.id) or attempt.started_at
+    if now - heard < rules.silent_after_s:
+        return False
+    for _, event in plane.store.events(job.id):
+        if (
+            event.kind == "machine-check"
+            and event.data.get("machine") == attempt.machine
+            and event.at > heard
+            and now - event.at < CHECK_EVERY_S
+        ):
+            return False
+    provider = _provider_of(plane, job, attempt)
+    answer = plane.plugins.machine_exists(provider, attempt.machine, str(plane.home))
+    if answer is None:
+        return False
+    record_machine_check(
+        plane, job.id, attempt.machine, gone=not answer, provider=provider or "the provider"
+    )
+    return True
 
 
 def assess(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> LostAssessment | None:
@@ -105,6 +149,10 @@ def settle(
     assessment = assess(plane, job, rules=rules)
     if assessment is None or not assessment.silent:
         return job
+    if ask_provider(plane, job, rules=rules):
+        assessment = assess(plane, job, rules=rules)
+        if assessment is None or not assessment.silent:
+            return job
     attempt = plane.store.attempts(job.id)[-1]
     if not assessment.lost:
         heard = plane.store.last_heard(job.id)

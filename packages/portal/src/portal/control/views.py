@@ -57,6 +57,7 @@ EXPLAINED = frozenset(
         "resuming",
         "reported-late",
         "silent",
+        "machine-check",
         "lost",
         "lost-machine",
     }

@@ -35,12 +35,12 @@ from portal.core.domain import Notice, Offer
 from portal.core.errors import InvalidArgumentError, InvalidSettingError
 from portal.policies import SimulatedCloud
 from portal.providers.local import deliver_notice
+from portal.sim.plugin import MACHINE_PREFIX as _PREFIX
 
 __all__ = ["MACHINE_ENV", "Machine", "SimulatedMachines", "load_cloud"]
 
 #: Set in a simulated machine's node environment: the machine's id.
 MACHINE_ENV = "PORTAL_SIM_MACHINE"
-_PREFIX = "sim-"
 
 
 def load_cloud(data_file: str | None) -> SimulatedCloud:
