@@ -313,8 +313,10 @@ class Provider:
         self.clock: FakeClock | None = None
 
     @hookimpl
-    def portal_machine_exists(self, provider: str, machine: str) -> bool | None:
-        assert self.clock is not None
+    def portal_machine_exists(
+        self, provider: str, machine: str, facts: dict[str, str]
+    ) -> bool | None:
+        assert self.clock is not None and facts.get("zone") == "us-east-1a"
         self.asked.append((provider, machine, self.clock.now()))
         return self.answers.pop(0)
 
@@ -323,7 +325,9 @@ def provider_job(tmp_path: object, provider: object) -> tuple[ControlPlane, Job,
     clock = FakeClock()
     plane, job = remote_job(str(tmp_path), clock)
     plane.plugins.pm.register(provider, name="acme-cloud")
-    plane.record(job.id, "machine", "machine: aws spot", provider="aws", capacity="spot")
+    plane.record(
+        job.id, "machine", "machine: aws spot", provider="aws", capacity="spot", zone="us-east-1a"
+    )
     return plane, job, clock
 
 

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from portal.core.domain import Event
     from portal.core.specs import (
         CaptureExtensionSpec,
@@ -155,7 +157,9 @@ def portal_key_store(home: str) -> KeyStore | None:
 
 
 @hookspec(firstresult=True)
-def portal_machine_exists(provider: str, machine: str, home: str) -> bool | None:
+def portal_machine_exists(
+    provider: str, machine: str, home: str, facts: Mapping[str, str]
+) -> bool | None:
     """Whether a machine a job ran on still exists, as its provider says now. The lost-job
     rules ask it about once a minute while the job's node is silent: a job is lost only once the
     provider says twice, a minute apart, that its machine is gone (AWS DescribeInstances, GCP
@@ -166,6 +170,8 @@ def portal_machine_exists(provider: str, machine: str, home: str) -> bool | None
     :param machine: the machine as the job's attempt records it (an instance id, or the
         simulated cloud's ``sim-0002 spot aws c7i.large (us-east-1)``).
     :param home: Portal's home directory (``PORTAL_HOME``).
+    :param facts: what the node reported of its machine when it started (``region``, ``zone``,
+        ``instance_type``, ``capacity``...; empty when it reported nothing).
     :return: True (still there), False (gone), or ``None``: not a machine this plugin knows, or
         it cannot tell now (a failed API call is ``None``, never ``False``).
 

@@ -296,12 +296,14 @@ class Plugins:
         result: KeyStore | None = self.pm.hook.portal_key_store(home=home)
         return result
 
-    def machine_exists(self, provider: str, machine: str, home: str) -> bool | None:
+    def machine_exists(
+        self, provider: str, machine: str, home: str, facts: Mapping[str, str] | None = None
+    ) -> bool | None:
         """The first plugin's answer on whether ``machine`` still exists (see the hook); a
         plugin that fails is logged and counts as no answer: a failed question never says
         that a machine is gone."""
         for impl in reversed(self.pm.hook.portal_machine_exists.get_hookimpls()):
-            args = {"provider": provider, "machine": machine, "home": home}
+            args = {"provider": provider, "machine": machine, "home": home, "facts": facts or {}}
             try:
                 answer = impl.function(*[args[arg] for arg in impl.argnames])
             except Exception:

@@ -67,13 +67,13 @@ def record_machine_check(
     )
 
 
-def _provider_of(plane: ControlPlane, job: Job, attempt: Attempt) -> str:
-    """The machine's provider, as the attempt's node reported it (its ``machine`` event)."""
-    provider = ""
+def _machine_facts(plane: ControlPlane, job: Job, attempt: Attempt) -> dict[str, str]:
+    """What the attempt's node reported of its machine (its ``machine`` event), if anything."""
+    facts: dict[str, str] = {}
     for _, event in plane.store.events(job.id):
         if event.kind == "machine" and event.at >= attempt.started_at:
-            provider = str(event.data.get("provider") or "")
-    return provider
+            facts = {k: str(v) for k, v in event.data.items() if v is not None}
+    return facts
 
 
 def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> bool:
@@ -95,8 +95,9 @@ def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) 
             and now - event.at < CHECK_EVERY_S
         ):
             return False
-    provider = _provider_of(plane, job, attempt)
-    answer = plane.plugins.machine_exists(provider, attempt.machine, str(plane.home))
+    facts = _machine_facts(plane, job, attempt)
+    provider = facts.get("provider", "")
+    answer = plane.plugins.machine_exists(provider, attempt.machine, str(plane.home), facts)
     if answer is None:
         return False
     record_machine_check(
