@@ -51,7 +51,15 @@ def structured(result: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def answers(portal: PortalCli, digest: str) -> dict[str, Any]:
+def progress(portal: PortalCli) -> str:
+    """A finished job whose output is a progress bar's frames and two-byte characters."""
+    run = portal("run", "--name", "progress", "progress.py")
+    assert run.returncode == 0, run.stderr
+    return str(portal.status("progress")["job"])
+
+
+@pytest.fixture(scope="module")
+def answers(portal: PortalCli, digest: str, progress: str) -> dict[str, Any]:
     """One `portal mcp` session asked everything the tests check."""
     return call(
         portal,
@@ -61,6 +69,8 @@ def answers(portal: PortalCli, digest: str) -> dict[str, Any]:
             ("explain", {"job": digest}),
             ("logs", {"job": "digest"}),
             ("status", {"job": "nope"}),
+            ("logs", {"job": "progress"}),
+            ("logs", {"job": "progress", "max_bytes": 100}),
         ],
     )
 
@@ -77,9 +87,8 @@ def test_the_tools_answer_as_the_cli_does(
     assert [p["name"] for p in carry["problems"]] == ["digest"]
     assert carry["warning"].startswith("A checkpoint of this job cannot carry digest")
 
-    assert [(j["job"], j["name"], j["state"]) for j in structured(answers["jobs"])] == [
-        (digest, "digest", "done")
-    ]
+    listed = [(j["job"], j["name"], j["state"]) for j in structured(answers["jobs"])]
+    assert (digest, "digest", "done") in listed
 
     explained = structured(answers["explain"])
     assert explained["notices"] == []
@@ -94,6 +103,37 @@ def test_the_tools_answer_as_the_cli_does(
     assert attempt["attempt"] == 1 and attempt["stdout_truncated"] is False
     assert attempt["stdout"] == portal("logs", "digest").stdout
     assert attempt["stdout"].endswith("\n") and "final " in attempt["stdout"]
+
+
+def test_every_tool_says_it_only_reads(portal: PortalCli) -> None:
+    async def session() -> list[Any]:
+        server = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "portal.cli", "mcp"],
+            env={k: v for k, v in portal.env.items() if k.startswith(("PORTAL_", "PATH"))},
+            cwd=portal.workdir,
+        )
+        async with Client(server) as client:
+            return list((await client.list_tools()).tools)
+
+    tools = asyncio.run(session())
+    assert len(tools) == 4
+    for tool in tools:
+        assert tool.annotations is not None, tool.name
+        assert tool.annotations.read_only_hint is True, tool.name
+        assert tool.annotations.open_world_hint is False, tool.name
+
+
+def test_logs_give_a_progress_bar_s_last_frame_and_cut_between_characters(
+    portal: PortalCli, progress: str, answers: dict[str, Any]
+) -> None:
+    raw = (portal.home / "jobs" / progress / "attempts" / "1" / "stdout").read_bytes()
+    assert b"\repoch 0:  50%" in raw  # what the job wrote (and `portal logs` gives as it is)
+    (whole,) = structured(answers["logs" + str({"job": "progress"})])
+    assert whole["stdout"] == ("epoch 0: 100%\nepoch 1: 100%\nGrüße\n" + "ü" * 50 + "\n")
+    (cut,) = structured(answers["logs" + str({"job": "progress", "max_bytes": 100})])
+    # The last 100 bytes begin inside a two-byte character: the text starts at the next one.
+    assert cut["stdout"] == "ü" * 49 + "\n" and cut["stdout_truncated"] is True
 
 
 def test_an_unknown_job_is_an_error_that_says_how_to_find_one(answers: dict[str, Any]) -> None:

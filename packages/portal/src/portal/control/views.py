@@ -327,6 +327,14 @@ class JobViews:
                 data = f.read(limit)
         except FileNotFoundError:
             return "", offset
+        if offset > 0:
+            # An offset inside a character (the last N bytes of a log, say): start at the next
+            # one, never with the replacement mark for its cut first bytes.
+            skip = 0
+            while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
+                skip += 1
+            data = data[skip:]
+            offset += skip
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         text = decoder.decode(data, final=False)
         pending = len(decoder.getstate()[0])
@@ -336,10 +344,14 @@ class JobViews:
             return decoder.decode(b"", final=True), offset + len(data)
         return text, offset + len(data) - pending
 
-    def logs(self, job: Job, *, max_bytes: int = 1 << 20) -> list[dict[str, Any]]:
+    def logs(
+        self, job: Job, *, max_bytes: int = 1 << 20, last_frames: bool = False
+    ) -> list[dict[str, Any]]:
         """Each attempt's output (its last ``max_bytes`` per stream): what ``portal logs``
         prints, kept apart per attempt and stream since their interleaving is not recorded.
-        Output whose work a later attempt did again is left out, and ``note`` says why."""
+        Output whose work a later attempt did again is left out, and ``note`` says why.
+        ``last_frames``: a progress bar's frames (each ended by ``\r``, redrawn in place on a
+        terminal) are kept only as the last state each line showed, as a reader sees it."""
         result = []
         paths = self.plane.paths(job.id)
         notes = self.log_notes(job)
@@ -355,12 +367,23 @@ class JobViews:
                 text, _ = self.read_log(
                     job, attempt.number, stream, offset=start, limit=max_bytes, kept=kept
                 )
-                entry[stream] = text
+                entry[stream] = last_frame_of_each_line(text) if last_frames else text
                 entry[f"{stream}_truncated"] = start > 0
             if why is not None:
                 entry["note"] = why
             result.append(entry)
         return result
+
+
+def last_frame_of_each_line(text: str) -> str:
+    """``text`` as a terminal leaves it: of the frames a line was redrawn with (``\r``, as
+    tqdm draws), only the last that showed anything (``\r\n`` stays a line end)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if "\r" in line.rstrip("\r"):
+            frames = [frame for frame in line.split("\r") if frame]
+            lines[i] = frames[-1] if frames else ""
+    return "\n".join(lines)
 
 
 def _kept(events: Iterable[Event]) -> dict[str, Any] | None:

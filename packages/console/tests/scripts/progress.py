@@ -1,0 +1,11 @@
+"""Output as a progress bar draws it (frames ended by a carriage return, as tqdm redraws a line)
+and text of two-byte characters at the end."""
+import sys
+
+for epoch in range(2):
+    for pct in (0, 50, 100):
+        sys.stdout.write(f"\repoch {epoch}: {pct:3d}%")
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+print("Grüße")
+print("ü" * 50, flush=True)
