@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from conftest import PortalCli
 
 
@@ -34,7 +35,7 @@ def test_without_the_console_package_the_cli_says_what_to_install(portal: Portal
         "from portal.cli.main import main\n"
         "raise SystemExit(main(sys.argv[1:]))\n"
     )
-    for command in ("console", "mcp"):
+    for command, extra in (("console", "web"), ("mcp", "mcp")):
         result = subprocess.run(
             [sys.executable, "-c", code, command],
             cwd=portal.workdir,
@@ -45,4 +46,30 @@ def test_without_the_console_package_the_cli_says_what_to_install(portal: Portal
         )
         assert result.returncode == 64, result.stderr
         assert "come with the portal-console package" in result.stderr
-        assert "`pip install portal-console`" in result.stderr
+        assert f"`pip install 'portal-console[{extra}]'`" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "hidden", "extra"), [("console", "starlette", "web"), ("mcp", "mcp", "mcp")]
+)
+def test_without_a_command_s_extra_the_cli_names_the_extra(
+    portal: PortalCli, command: str, hidden: str, extra: str
+) -> None:
+    # The console installed, but not its command's stack (as `pip install portal-console` is).
+    code = (
+        f"import sys; sys.modules[{hidden!r}] = None\n"
+        "from portal.cli.main import main\n"
+        "raise SystemExit(main(sys.argv[1:]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, command],
+        cwd=portal.workdir,
+        env=portal.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 64, result.stderr
+    assert f"`portal {command}` needs portal-console's {extra} extra" in result.stderr
+    assert f"`pip install 'portal-console[{extra}]'`" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -535,12 +535,21 @@ def _console_part(name: str) -> Any:
     import importlib
     import importlib.util
 
+    extra, command = ("mcp", "portal mcp") if name == "mcp_server" else ("web", "portal console")
     if importlib.util.find_spec("portal.console") is None:
         raise InvalidArgumentError(
             "the console and the MCP server are not installed: they come with the "
-            "portal-console package; install it with `pip install portal-console`"
+            f"portal-console package; install it with `pip install 'portal-console[{extra}]'`"
         )
-    return importlib.import_module(f"portal.console.{name}")
+    try:
+        return importlib.import_module(f"portal.console.{name}")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in ("mcp", "starlette", "uvicorn"):
+            raise
+        raise InvalidArgumentError(
+            f"`{command}` needs portal-console's {extra} extra ({exc.name} is not installed): "
+            f"install it with `pip install 'portal-console[{extra}]'`"
+        ) from None
 
 
 _CARRY_NOTED = CARRY_WARNINGS
