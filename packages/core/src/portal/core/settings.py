@@ -172,6 +172,9 @@ _SCHEMA: dict[str, tuple[str | None, Callable[[Any], Any], Any]] = {
     # and this user's token for it (`portal server token create USER`).
     "control_plane": ("PORTAL_CONTROL_PLANE", _control_plane, None),
     "control_token": ("PORTAL_TOKEN", _text, None),
+    # The CA certificate (PEM) an https:// control plane's certificate is checked against, when
+    # it is not one the system trusts (a private CA, a self-signed certificate).
+    "control_ca": ("PORTAL_CONTROL_CA", _text, None),
     # Periodic checkpoints, the safety net for a machine lost without notice: ``auto`` (every
     # 30 minutes on a spot machine, off elsewhere), ``off``, or a duration (``10m``).
     "checkpoint_every": ("PORTAL_CHECKPOINT_EVERY", checkpoint_every, "auto"),
@@ -196,6 +199,7 @@ class Settings:
     control_db: str = "sqlite"
     control_plane: str | None = None
     control_token: str | None = attrs.field(default=None, repr=False)  # a secret: kept out of logs
+    control_ca: str | None = None
     #: None: ``auto``; 0.0: ``off``; else the seconds between periodic checkpoints.
     checkpoint_every: float | None = None
     checkpoint_independent_every: int = 4
@@ -276,6 +280,7 @@ class Settings:
             control_db=resolved["control_db"],
             control_plane=resolved["control_plane"],
             control_token=resolved["control_token"],
+            control_ca=resolved["control_ca"],
             checkpoint_every=resolved["checkpoint_every"],
             checkpoint_independent_every=resolved["checkpoint_independent_every"],
             origins=origins,

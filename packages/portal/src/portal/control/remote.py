@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http.client
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Sequence
@@ -49,13 +50,30 @@ def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
     return found
 
 
+def _tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """Certificates checked against the system's CAs, or against ``ca_file`` only."""
+    try:
+        return ssl.create_default_context(cafile=ca_file)
+    except (OSError, ssl.SSLError) as why:
+        raise InvalidSettingError(
+            f"control_ca names {ca_file!r}, which is not a readable CA certificate "
+            f"({getattr(why, 'strerror', None) or why}): set PORTAL_CONTROL_CA to the PEM "
+            "certificate of the CA that signed the control plane's, or unset it to trust the "
+            "system's CAs",
+            details={"setting": "control_ca", "value": str(ca_file)},
+        ) from None
+
+
 class HttpControlStore:
     """A :class:`~portal.control.store.ControlStore` whose records live in ``portal server``."""
 
-    def __init__(self, url: str, *, token: str | None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, url: str, *, token: str | None, timeout: float = 30.0, ca_file: str | None = None
+    ) -> None:
         """``url``: the server's base URL (``http://host:port``, optionally with a path prefix);
         ``token``: this user's token (``portal server token create USER``); ``timeout``: seconds
-        to wait for a connection and for each answer."""
+        to wait for a connection and for each answer; ``ca_file``: the CA certificate (PEM) an
+        ``https://`` server's certificate is checked against (None: the system's CAs)."""
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise InvalidSettingError(
@@ -66,6 +84,7 @@ class HttpControlStore:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._https = parts.scheme == "https"
+        self._tls = _tls_context(ca_file) if self._https else None
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/") + api.PREFIX
@@ -87,12 +106,17 @@ class HttpControlStore:
             conn = None
         if conn is not None:
             return conn, True
-        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = kind(self._host, self._port, timeout=self.timeout)
-        self._local.conn = conn
+        opened = (
+            http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=self._tls
+            )
+            if self._tls is not None
+            else http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
+        )
+        self._local.conn = opened
         with self._all_lock:
-            self._all.append(conn)
-        return conn, False
+            self._all.append(opened)
+        return opened, False
 
     def _drop(self, conn: http.client.HTTPConnection) -> None:
         conn.close()
@@ -155,6 +179,13 @@ class HttpControlStore:
     def _unreachable(self, why: BaseException) -> api.ControlPlaneUnavailableError:
         if isinstance(why, socket.timeout | TimeoutError):
             detail = f"no answer within {self.timeout:g} s"
+        elif isinstance(why, ssl.SSLCertVerificationError):
+            return api.ControlPlaneUnavailableError(
+                f"the control plane at {self.url} has a certificate this machine does not "
+                f"trust ({why.verify_message or why}): set PORTAL_CONTROL_CA (or control_ca in "
+                "PORTAL_HOME/config.toml) to the certificate of the CA that signed it (PEM)",
+                details={"url": self.url},
+            )
         else:
             detail = str(why) or type(why).__name__
         return api.ControlPlaneUnavailableError(

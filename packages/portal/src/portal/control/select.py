@@ -27,7 +27,9 @@ def open_control_store(settings: Settings, *, busy_timeout_s: float = 30.0) -> C
     if remote is not None:
         from portal.control.remote import HttpControlStore
 
-        return HttpControlStore(remote.url, token=remote.token, timeout=busy_timeout_s)
+        return HttpControlStore(
+            remote.url, token=remote.token, timeout=busy_timeout_s, ca_file=remote.ca_file
+        )
     return open_database_store(settings.control_db, settings, busy_timeout_s=busy_timeout_s)
 
 

@@ -3,7 +3,7 @@
 ::
 
     portal server [--db sqlite|PATH|postgresql://...] [--host 127.0.0.1] [--port 8471]
-                  [--tokens FILE]
+                  [--tokens FILE] [--tls-cert FILE --tls-key FILE]
     portal server token create USER [--tokens FILE]   # prints the new token, once
     portal server token list [--tokens FILE]
     portal server token revoke USER [--tokens FILE]
@@ -18,6 +18,7 @@ import argparse
 import ipaddress
 import logging
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -61,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--tokens", metavar="FILE", help=f"the tokens file (default PORTAL_HOME/{TOKENS_NAME})"
     )
+    parser.add_argument(
+        "--tls-cert",
+        metavar="FILE",
+        help="serve https:// with this certificate (PEM; its chain after it), e.g. "
+        "--tls-cert server.pem --tls-key server.key; clients that do not trust its CA set "
+        "PORTAL_CONTROL_CA to the CA's certificate",
+    )
+    parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
     sub = parser.add_subparsers(dest="action", metavar="token")
     token = sub.add_parser("token", help="create, list or revoke users' tokens")
     verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -92,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=options.host,
             port=options.port,
             announce=note,
+            tls=_tls(options.tls_cert, options.tls_key),
         )
     except InvalidArgumentError as exc:
         note(f"{exc} [{exc.code}]")
@@ -128,6 +138,29 @@ def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
     return 0
 
 
+def _tls(cert: str | None, key: str | None) -> tuple[str, str] | None:
+    """The certificate and key files to serve https:// with, checked now (a bad pair is told
+    before the server starts, not at the first client's handshake)."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        raise InvalidArgumentError(
+            f"{given} was given without {missing}: https needs both the certificate and its "
+            "private key (PEM files)"
+        )
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as why:
+        raise InvalidArgumentError(
+            f"--tls-cert {cert} and --tls-key {key} cannot serve https: "
+            f"{getattr(why, 'strerror', None) or why}; give a PEM certificate and the private "
+            "key that matches it",
+            details={"cert": cert, "key": key},
+        ) from None
+    return cert, key
+
+
 def serve(
     db: str,
     settings: Settings,
@@ -136,6 +169,7 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     announce: Callable[[str], Any] = print,
+    tls: tuple[str, str] | None = None,
 ) -> int:
     """Serve the API over the store ``db`` names on ``host:port`` (0: any free port) until
     interrupted (Ctrl-C or SIGTERM)."""
@@ -168,16 +202,19 @@ def serve(
         access_log=False,
         lifespan="off",
         timeout_keep_alive=60,
+        ssl_certfile=tls[0] if tls else None,
+        ssl_keyfile=tls[1] if tls else None,
     )
     bound_host, bound_port = listener.getsockname()[:2]
     url_host = f"[{bound_host}]" if ":" in bound_host else bound_host
-    if not _loopback(bound_host):
+    if tls is None and not _loopback(bound_host):
         announce(
-            "tokens travel in clear text over http://: put a TLS proxy in front of this server "
-            "before other machines use it"
+            "tokens travel in clear text over http://: serve https with --tls-cert and "
+            "--tls-key (or put a TLS proxy in front of this server) before other machines use it"
         )
+    scheme = "https" if tls else "http"
     announce(
-        f"control plane on http://{url_host}:{bound_port} (API v1; store {where}; tokens "
+        f"control plane on {scheme}://{url_host}:{bound_port} (API v1; store {where}; tokens "
         f"{tokens.path}; Ctrl-C stops it)"
     )
     try:

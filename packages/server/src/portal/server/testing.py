@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -24,7 +24,7 @@ from portal.server.tokens import TokenFile
 
 __all__ = ["ServerProcess", "running_server"]
 
-_ANNOUNCED = re.compile(r"control plane on (http://\S+) ")
+_ANNOUNCED = re.compile(r"control plane on (https?://\S+) ")
 
 
 @attrs.frozen
@@ -55,10 +55,12 @@ def running_server(
     port: int = 0,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    args: Sequence[str] = (),
 ) -> Iterator[ServerProcess]:
     """A ``portal server`` over ``db`` (``sqlite``, a SQLite path or a postgresql:// URL) with
     ``home`` as its PORTAL_HOME, on ``port`` (0: a free one), running for the block. ``user``
-    gets a new token (replacing any earlier one of theirs)."""
+    gets a new token (replacing any earlier one of theirs); ``args``: more of the server's
+    options (``--tls-cert``, say)."""
     home.mkdir(parents=True, exist_ok=True)
     token, _ = TokenFile(home / TOKENS_NAME).create(user)
     log = home / "server.log"
@@ -67,7 +69,7 @@ def running_server(
         child_env.pop(name, None)
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "portal.cli", "server", "--db", db, "--port", str(port)],
+            [sys.executable, "-m", "portal.cli", "server", "--db", db, "--port", str(port), *args],
             env=child_env,
             stdin=subprocess.DEVNULL,
             stdout=out,
