@@ -40,6 +40,8 @@ def test_plugins_lists_what_each_registers(portal: PortalCli) -> None:
     assert kinds[("notice source", "sigterm")] == "portal-providers-base"
     assert kinds[("storage backend", "fsspec")] == "portal-storage"
     assert kinds[("placement policy", "spot")] == "portal-policies"
+    # A plugin that answers a question rather than registers: the simulated cloud's machine check.
+    assert kinds[("machine check", "simulated")] == "portal"
     assert listed["failed"] == []
     text = portal("plugins").stdout
     assert text.splitlines()[0].split() == ["KIND", "NAME", "DISTRIBUTION", "WHAT"]

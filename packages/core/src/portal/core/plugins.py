@@ -168,6 +168,12 @@ _INVENTORY = (
     ("portal_placement_policies", "placement policy"),
     ("portal_catalogs", "catalog"),
 )
+#: Hooks that answer or observe rather than register: listed once per implementing plugin.
+_ANSWERING = (
+    ("portal_key_store", "key store", "supplies the store of job keys"),
+    ("portal_machine_exists", "machine check", "says whether a silent job's machine still exists"),
+    ("portal_event", "event observer", "is told of every job event"),
+)
 
 
 class Plugins:
@@ -252,6 +258,16 @@ class Plugins:
                             "description": str(getattr(spec, "description", "")),
                         }
                     )
+        for hook_name, kind, what in _ANSWERING:
+            for impl in getattr(self.pm.hook, hook_name).get_hookimpls():
+                rows.append(
+                    {
+                        "kind": kind,
+                        "name": impl.plugin_name,
+                        "distribution": self.distribution_of(impl.plugin_name),
+                        "description": f"{hook_name}: {what}",
+                    }
+                )
         return rows
 
     def notice_sources(self) -> dict[str, NoticeSourceSpec]:
