@@ -28,6 +28,18 @@ def test_a_port_out_of_range_is_refused(portal: PortalCli) -> None:
     assert "--port 70000 is not a TCP port: give one from 1 to 65535" in result.stderr
 
 
+def _run_hiding(portal: PortalCli, code: str, command: str) -> subprocess.CompletedProcess[str]:
+    """``portal COMMAND`` run by ``code``, which hides a module first (as if not installed)."""
+    return subprocess.run(
+        [sys.executable, "-c", code, command],
+        cwd=portal.workdir,
+        env=portal.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def test_without_the_console_package_the_cli_says_what_to_install(portal: PortalCli) -> None:
     # The console hidden as if never installed; the rest of Portal as it is.
     code = (
@@ -36,14 +48,7 @@ def test_without_the_console_package_the_cli_says_what_to_install(portal: Portal
         "raise SystemExit(main(sys.argv[1:]))\n"
     )
     for command, extra in (("console", "web"), ("mcp", "mcp")):
-        result = subprocess.run(
-            [sys.executable, "-c", code, command],
-            cwd=portal.workdir,
-            env=portal.env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        result = _run_hiding(portal, code, command)
         assert result.returncode == 64, result.stderr
         assert "come with the portal-console package" in result.stderr
         assert f"`pip install 'portal-console[{extra}]'`" in result.stderr
@@ -61,14 +66,7 @@ def test_without_a_command_s_extra_the_cli_names_the_extra(
         "from portal.cli.main import main\n"
         "raise SystemExit(main(sys.argv[1:]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code, command],
-        cwd=portal.workdir,
-        env=portal.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = _run_hiding(portal, code, command)
     assert result.returncode == 64, result.stderr
     assert f"`portal {command}` needs portal-console's {extra} extra" in result.stderr
     assert f"`pip install 'portal-console[{extra}]'`" in result.stderr

@@ -23,6 +23,19 @@ from portal.server.testing import ServerProcess, running_server
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
+def run_portal(home: Path, *args: str, env: Mapping[str, str] | None = None) -> Any:
+    """``portal ARGS`` in a subprocess with ``home`` as its PORTAL_HOME and no other PORTAL_*
+    setting of this shell's (``env`` adds some)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
+    return subprocess.run(
+        [sys.executable, "-m", "portal.cli", *args],
+        env={**clean, "PORTAL_HOME": str(home), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerProcess]:
     with running_server("sqlite", home=tmp_path / "server") as running:

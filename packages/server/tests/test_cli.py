@@ -9,21 +9,11 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+
+from conftest import run_portal as portal
 
 from portal.server.testing import ServerProcess
 from portal.server.tokens import TokenFile, token_hash
-
-
-def portal(home: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
-    return subprocess.run(
-        [sys.executable, "-m", "portal.cli", *args],
-        env={**clean, "PORTAL_HOME": str(home), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_a_token_is_printed_once_and_only_its_hash_is_kept(tmp_path: Path) -> None:

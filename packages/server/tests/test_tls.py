@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
+from conftest import run_portal as portal
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -89,17 +86,6 @@ def pki(tmp_path: Path) -> dict[str, Path]:
     files["key"].write_bytes(_pem_key(server_key))
     files["other_key"].write_bytes(_pem_key(ec.generate_private_key(ec.SECP256R1())))
     return files
-
-
-def portal(home: Path, *args: str, env: dict[str, str] | None = None) -> Any:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
-    return subprocess.run(
-        [sys.executable, "-m", "portal.cli", *args],
-        env={**clean, "PORTAL_HOME": str(home), **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
 
 
 def test_the_server_serves_https_and_the_cli_checks_its_certificate(
