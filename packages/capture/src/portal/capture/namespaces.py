@@ -104,10 +104,10 @@ def _is_definition(value: object) -> bool:
             pending.extend(item.keys())
             pending.extend(item.values())
         elif _inert(type(item)):
-            attrs, slots = rawstate.raw_state(item)
-            budget -= len(attrs or ()) + len(slots)
+            attrs, values = rawstate.raw_state(item)
+            budget -= len(attrs or ()) + len(values)
             pending.extend((attrs or {}).values())
-            pending.extend(slot_value for _, _, slot_value in slots)
+            pending.extend(v for v in values if v is not rawstate.EMPTY)
         elif not isinstance(item, _DEFINITIONS):
             return False
         if budget < 0:

@@ -136,7 +136,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         reducers: Mapping[type, Reducer] | None = None,
         buffer_callback: Callable[[pickle.PickleBuffer], Any] | None = None,
         deep: bool = False,
-        places: Mapping[int, list[progressive.Place]] | None = None,
+        places: progressive.GlobalPlaces | None = None,
     ) -> None:
         # cloudpickle's table is a ChainMap (its reducers, then copyreg's), which the C pickler
         # looks up through Python for every object without a reducer_override answer: a plain
@@ -160,7 +160,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         self._namespace_refs: dict[str, NamespaceRef] = {}
         # A graph too deep for the plain pickle: plain instances' builds deferred (deepgraph).
         self._deep = deepgraph.DeferredBuilds(self.dispatch_table) if deep else None
-        self._places: Mapping[int, list[progressive.Place]] = places or {}
+        self._places = places or progressive.GlobalPlaces()
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -171,8 +171,6 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         except KeyError:
             handler = self._handlers[t] = self._handler_for(t)
         if handler is None:
-            if id(obj) in self._places:
-                return self._reduce_global(obj, self._default_reduce(obj))
             return NotImplemented if self._deep is None else self._deep.reduce(obj)
         result = handler(obj)
         if result is _DEFAULT:
@@ -203,6 +201,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _reduce_stream
         if t not in self.dispatch_table and rawstate.raw_eligible(t, self._user_modules):
             return self._reduce_raw
+        if t in self._places.types:
+            return self._maybe_global
         return None
 
     # -- reducers that need the pickler's state ---------------------------------------------
@@ -224,14 +224,31 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def _reduce_raw(self, obj: object) -> Any:
         """An instance of the program's own class with a ``__reduce__`` of its own: as raw
-        state (portal.capture.rawstate), unless that state cannot travel."""
-        if rawstate.raw_state_travels(type(obj), obj, self._error_of):
-            reduced: Any = rawstate.raw_reduce(obj)
-        elif id(obj) in self._places:
-            reduced = self._default_reduce(obj)
-        else:
-            return _DEFAULT
-        return self._reduce_global(obj, reduced) if id(obj) in self._places else reduced
+        state (portal.capture.rawstate), unless that state cannot travel. Decided on the class's
+        first instance; its later ones go straight to the answer."""
+        t = type(obj)
+        if not rawstate.raw_state_travels(t, obj, self._error_of):
+            # pickle's default (the class's own reduce), or a global's progressive load
+            self._handlers[t] = self._maybe_global if t in self._places.types else None
+            return self.reducer_override(obj)
+        raw = rawstate.raw_reducer(t)
+        if t not in self._places.types:
+            self._handlers[t] = raw
+            return raw(obj)
+        places = self._places.by_id
+
+        def reduce_raw(obj: object) -> Any:
+            return self._reduce_global(obj, raw(obj)) if id(obj) in places else raw(obj)
+
+        self._handlers[t] = reduce_raw
+        return reduce_raw(obj)
+
+    def _maybe_global(self, obj: object) -> Any:
+        """An object of a type some global of a user module has: that global itself loads
+        progressively; any other object of the type as pickle would load it."""
+        if id(obj) in self._places.by_id:
+            return self._reduce_global(obj, self._default_reduce(obj))
+        return NotImplemented if self._deep is None else self._deep.reduce(obj)
 
     def _default_reduce(self, obj: object) -> Any:
         """What pickle itself would do with ``obj``: copyreg's table, else its
@@ -244,7 +261,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         its state set one attribute at a time (portal.capture.progressive)."""
         if not isinstance(reduced, tuple):
             return reduced  # a name: pickled by reference
-        places = [(self.namespace_ref(module), name) for module, name in self._places[id(obj)]]
+        found = self._places.by_id[id(obj)]
+        places = [(self.namespace_ref(module), name) for module, name in found]
         return progressive.progressive(obj, reduced, places)
 
     def _error_of(self, value: object) -> BaseException | None:
@@ -414,7 +432,7 @@ def dumps(
     namespaces: Mapping[int, str],
     reducers: Mapping[type, Reducer] | None = None,
     keep: bool = True,
-    places: Mapping[int, list[progressive.Place]] | None = None,
+    places: progressive.GlobalPlaces | None = None,
 ) -> tuple[bytes, list[Buffer], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
     and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would

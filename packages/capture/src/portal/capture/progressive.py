@@ -27,9 +27,11 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from portal.capture import _rebuild, rawstate
 
-__all__ = ["Place", "global_places", "progressive"]
+__all__ = ["GlobalPlaces", "Place", "global_places", "progressive"]
 
 #: Where a global lives: ``(module name, global name)``.
 Place = tuple[str, str]
@@ -42,16 +44,28 @@ _NOT_TRACKED = (
 )
 
 
-def global_places(namespaces: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[int, list[Place]]:
-    """``id(value) -> its places`` for every global of the user namespaces that is an instance
-    (the objects :func:`progressive` applies to)."""
-    places: dict[int, list[Place]] = {}
+@attrs.frozen
+class GlobalPlaces:
+    """The globals :func:`progressive` applies to: their places by the value's identity, and
+    the values' types (a pickler looks for a value's identity only for objects of these types,
+    so every other object costs nothing more)."""
+
+    by_id: Mapping[int, list[Place]] = attrs.field(factory=dict)
+    types: frozenset[type] = frozenset()
+
+
+def global_places(namespaces: Sequence[tuple[str, Mapping[str, Any]]]) -> GlobalPlaces:
+    """Every global of the user namespaces that is an instance (the objects
+    :func:`progressive` applies to), with its places."""
+    by_id: dict[int, list[Place]] = {}
+    types_: set[type] = set()
     for module, contents in namespaces:
         for name, value in contents.items():
             if isinstance(value, type) or type(value) in _NOT_TRACKED:
                 continue
-            places.setdefault(id(value), []).append((module, name))
-    return places
+            by_id.setdefault(id(value), []).append((module, name))
+            types_.add(type(value))
+    return GlobalPlaces(by_id, frozenset(types_))
 
 
 class _Step:
@@ -70,9 +84,14 @@ def _steps(obj: object, state: Any, setter: Any) -> list[_Step] | None:
     """The steps that set ``state`` on ``obj`` one attribute at a time, or None where the state
     is not the plain one (then it loads in one step, as pickle would)."""
     if setter is rawstate.set_raw_state:
-        attrs, slots = state
+        attrs, values = state
+        layout = rawstate.slot_layout(type(obj))
         steps = [_Step(_rebuild.set_dict_item, (obj, k, v)) for k, v in (attrs or {}).items()]
-        steps += [_Step(_rebuild.set_slot, (obj, c, k, v)) for c, k, v in slots]
+        steps += [
+            _Step(_rebuild.set_slot, (obj, owner, name, value))
+            for (owner, name, _), value in zip(layout, values, strict=True)
+            if value is not rawstate.EMPTY
+        ]
         return steps
     if setter is not None or getattr(type(obj), "__setstate__", None) is not None:
         return None

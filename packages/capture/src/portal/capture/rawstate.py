@@ -40,17 +40,42 @@ import weakref
 from collections.abc import Callable, Container
 from typing import Any
 
-from portal.capture._rebuild import set_slot
-
-__all__ = ["make_raw", "raw_eligible", "raw_reduce", "raw_state_travels", "set_raw_state"]
+__all__ = [
+    "EMPTY",
+    "SlotLayout",
+    "make_raw",
+    "raw_eligible",
+    "raw_reduce",
+    "raw_reducer",
+    "raw_state",
+    "raw_state_travels",
+    "set_raw_state",
+    "slot_layout",
+]
 
 HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement or type()
 _REDUCERS = ("__reduce__", "__reduce_ex__")
 #: Per class, whether its first instance's raw state pickled (decided once per process).
 _TRAVELS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
-#: ``(class that declares the slot, slot name, value)`` for each slot that holds a value.
-SlotState = list[tuple[type, str, Any]]
+#: A class's slots, in a fixed order: ``(class that declares it, name, its member descriptor)``.
+SlotLayout = tuple[tuple[type, str, Any], ...]
+_LAYOUTS: weakref.WeakKeyDictionary[type, SlotLayout] = weakref.WeakKeyDictionary()
+
+
+class _Empty:
+    """Stands for a slot that holds no value (pickled by reference: one global per pickle)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "EMPTY"
+
+    def __repr__(self) -> str:
+        return "EMPTY"
+
+
+EMPTY = _Empty()
 
 
 def raw_eligible(cls: type, user_modules: Container[str]) -> bool:
@@ -79,27 +104,65 @@ def _slot_names(klass: type) -> tuple[str, ...]:
     )
 
 
-def raw_state(obj: object) -> tuple[dict[str, Any] | None, SlotState]:
-    """``obj``'s ``__dict__`` and its filled slots, read through each slot's own descriptor (a
-    property of the same name in a subclass, which would compute a value, is never called)."""
+def slot_layout(cls: type) -> SlotLayout:
+    """``cls``'s slots in MRO order, each with the descriptor that holds it (computed once per
+    class; the same class statement gives the same layout in the resumed process)."""
+    layout = _LAYOUTS.get(cls)
+    if layout is None:
+        layout = _LAYOUTS[cls] = tuple(
+            (klass, name, descriptor)
+            for klass in cls.__mro__[:-1]
+            for name in _slot_names(klass)
+            if isinstance(descriptor := klass.__dict__.get(name), types.MemberDescriptorType)
+        )
+    return layout
+
+
+def raw_state(obj: object) -> tuple[dict[str, Any] | None, tuple[Any, ...]]:
+    """``obj``'s ``__dict__`` and its slots' values in :func:`slot_layout` order (:data:`EMPTY`
+    for one that holds none), read through each slot's own descriptor: a property of the same
+    name in a subclass, which would compute a value, is never called."""
     cls = type(obj)
-    slots: SlotState = []
-    for klass in cls.__mro__[:-1]:
-        for name in _slot_names(klass):
-            descriptor = klass.__dict__.get(name)
-            if not isinstance(descriptor, types.MemberDescriptorType):
-                continue
-            try:
-                slots.append((klass, name, descriptor.__get__(obj, cls)))
-            except AttributeError:  # an empty slot
-                continue
+    values = []
+    for _, _, descriptor in slot_layout(cls):
+        try:
+            values.append(descriptor.__get__(obj, cls))
+        except AttributeError:
+            values.append(EMPTY)
     attrs = getattr(obj, "__dict__", None)
-    return (attrs if isinstance(attrs, dict) and attrs else None), slots
+    return (attrs if isinstance(attrs, dict) and attrs else None), tuple(values)
 
 
 def raw_reduce(obj: object) -> tuple[Any, ...]:
     """The reduce value of ``obj`` as raw state."""
-    return (make_raw, (type(obj),), raw_state(obj), None, None, set_raw_state)
+    return raw_reducer(type(obj))(obj)
+
+
+def raw_reducer(cls: type) -> Callable[[Any], tuple[Any, ...]]:
+    """:func:`raw_reduce` for instances of ``cls``, its layout worked out once (a pickler keeps
+    one per class: this runs for every instance)."""
+    made = (cls,)  # one tuple for every instance: the pickle memoizes it
+    if not slot_layout(cls):
+
+        def reduce_plain(obj: Any) -> tuple[Any, ...]:
+            attrs = getattr(obj, "__dict__", None)
+            return (make_raw, made, (attrs or None, ()), None, None, set_raw_state)
+
+        return reduce_plain
+
+    getters = tuple(descriptor.__get__ for _, _, descriptor in slot_layout(cls))
+
+    def reduce(obj: Any) -> tuple[Any, ...]:
+        values = []
+        for get in getters:
+            try:
+                values.append(get(obj, cls))
+            except AttributeError:  # an empty slot
+                values.append(EMPTY)
+        attrs = getattr(obj, "__dict__", None)
+        return (make_raw, made, (attrs or None, tuple(values)), None, None, set_raw_state)
+
+    return reduce
 
 
 def raw_state_travels(cls: type, obj: object, error_of: Callable[[object], object]) -> bool:
@@ -132,10 +195,12 @@ def make_raw(cls: type) -> Any:
     return object.__new__(cls)
 
 
-def set_raw_state(obj: Any, state: tuple[dict[str, Any] | None, SlotState]) -> None:
+def set_raw_state(obj: Any, state: tuple[dict[str, Any] | None, tuple[Any, ...]]) -> None:
     """Gives ``obj`` its ``__dict__`` and slots back, past any ``__setattr__`` or property."""
-    attrs, slots = state
+    attrs, values = state
     if attrs:
         obj.__dict__.update(attrs)
-    for klass, name, value in slots:
-        set_slot(obj, klass, name, value)
+    if values:
+        for (_, _, descriptor), value in zip(slot_layout(type(obj)), values, strict=True):
+            if value is not EMPTY:
+                descriptor.__set__(obj, value)
