@@ -98,9 +98,13 @@ def _is_definition(value: object) -> bool:
         if type(item) in (tuple, list, set, frozenset):
             items = cast("tuple[object, ...] | list[object] | set[object]", item)
             budget -= len(items)
+            if budget < 0:
+                return False  # before copying a big container's items: never more work
             pending.extend(items)
         elif type(item) is dict:
             budget -= 2 * len(item)
+            if budget < 0:
+                return False
             pending.extend(item.keys())
             pending.extend(item.values())
         elif _inert(type(item)):
