@@ -67,15 +67,6 @@ def record_machine_check(
     )
 
 
-def _machine_facts(plane: ControlPlane, job: Job, attempt: Attempt) -> dict[str, str]:
-    """What the attempt's node reported of its machine (its ``machine`` event), if anything."""
-    facts: dict[str, str] = {}
-    for _, event in plane.store.events(job.id):
-        if event.kind == "machine" and event.at >= attempt.started_at:
-            facts = {k: str(v) for k, v in event.data.items() if v is not None}
-    return facts
-
-
 def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> bool:
     """Ask the provider whether the silent node's machine still exists, unless it was asked
     less than :data:`CHECK_EVERY_S` ago (or before the node went silent: then now); record the
@@ -87,7 +78,8 @@ def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) 
     heard = plane.store.last_heard(job.id) or attempt.started_at
     if now - heard < rules.silent_after_s:
         return False
-    for _, event in plane.store.events(job.id):
+    facts: dict[str, str] = {}  # what the attempt's node reported of its machine, if anything
+    for _, event in plane.store.events(job.id):  # read once: the last answer, and the facts
         if (
             event.kind == "machine-check"
             and event.data.get("machine") == attempt.machine
@@ -95,7 +87,8 @@ def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) 
             and now - event.at < CHECK_EVERY_S
         ):
             return False
-    facts = _machine_facts(plane, job, attempt)
+        if event.kind == "machine" and event.at >= attempt.started_at:
+            facts = {k: str(v) for k, v in event.data.items() if v is not None}
     provider = facts.get("provider", "")
     answer = plane.plugins.machine_exists(provider, attempt.machine, str(plane.home), facts)
     if answer is None:
