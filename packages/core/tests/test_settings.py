@@ -2,10 +2,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pluggy
 import pytest
 
-from portal.core.errors import InvalidSettingError
-from portal.core.settings import Settings
+from portal.core.errors import InvalidSettingError, PluginError
+from portal.core.hookspecs import hookimpl
+from portal.core.plugins import Plugins
+from portal.core.settings import Settings, positive_float, setting_names, text
+from portal.core.specs import SettingSpec
 
 
 def test_defaults(tmp_path: Path) -> None:
@@ -107,3 +111,89 @@ def test_a_settings_file_that_is_not_text_is_named(tmp_path: Path) -> None:
     (tmp_path / "config.toml").write_bytes(b"\xff\xfe\x00 not text")
     with pytest.raises(InvalidSettingError, match=r"config\.toml is not text"):
         Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False)
+
+
+class _AcmeSettings:
+    """A plugin declaring two settings, as a provider does (``portal_settings``)."""
+
+    @hookimpl
+    def portal_settings(self) -> list[SettingSpec]:
+        return [
+            SettingSpec(
+                name="acme.poll_interval_s",
+                parse=positive_float,
+                default=1.0,
+                env="PORTAL_ACME_POLL_S",
+                description="seconds between two reads",
+            ),
+            SettingSpec(name="acme.endpoint", parse=text, description="a test endpoint"),
+        ]
+
+
+def test_a_plugins_settings_join_every_layer(tmp_path: Path, pm: pluggy.PluginManager) -> None:
+    pm.register(_AcmeSettings(), name="acme")
+    plugins = Plugins(pm)
+    (tmp_path / "config.toml").write_text("[acme]\nendpoint = 'http://127.0.0.1:1'\n")
+    env = {"PORTAL_HOME": str(tmp_path)}
+    s = Settings.load(environ=env, project=False, plugins=plugins)
+    assert s.values["acme.poll_interval_s"] == 1.0
+    assert s.values["acme.endpoint"] == "http://127.0.0.1:1"
+    origins = {name: origin for name, _, origin in s.explain()}
+    assert origins["acme.endpoint"] == f"{tmp_path / 'config.toml'} line 2"
+    assert origins["acme.poll_interval_s"] == "default"
+    by_env = Settings.load(environ={**env, "PORTAL_ACME_POLL_S": "2.5"}, plugins=plugins)
+    assert by_env.values["acme.poll_interval_s"] == 2.5
+    assert setting_names(plugins)[:2] == ["acme.endpoint", "acme.poll_interval_s"]
+    # Loaded without them, the same file's plugin key is checked against the installed plugins
+    # (none here): refused with its line, and the way out.
+    with pytest.raises(InvalidSettingError) as info:
+        Settings.load(environ=env, project=False)
+    assert f"unknown setting 'acme.endpoint' in {tmp_path / 'config.toml'} line 2" in str(
+        info.value
+    )
+    assert "install the plugin that declares it" in str(info.value)
+    # ... and with_plugins loads the same layers again, with the plugin's settings.
+    (tmp_path / "config.toml").unlink()
+    plain = Settings.load(environ=env, project=False, values={"capture_probe": "off"})
+    (tmp_path / "config.toml").write_text("[acme]\npoll_interval_s = 4\n")
+    again = plain.with_plugins(plugins)
+    assert again.values["acme.poll_interval_s"] == 4.0 and again.capture_probe == "off"
+
+
+def test_a_plugins_bad_value_is_named_with_its_file_and_line(
+    tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    pm.register(_AcmeSettings(), name="acme")
+    (tmp_path / "config.toml").write_text("\n[acme]\npoll_interval_s = -3\n")
+    with pytest.raises(InvalidSettingError) as info:
+        Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False, plugins=Plugins(pm))
+    message = str(info.value)
+    assert "setting acme.poll_interval_s has value -3" in message
+    assert f"(from {tmp_path / 'config.toml'} line 3): expected a number above 0" in message
+
+
+def test_a_plugin_may_not_redeclare_portals_own_setting(pm: pluggy.PluginManager) -> None:
+    class Thief:
+        @hookimpl
+        def portal_settings(self) -> list[SettingSpec]:
+            return [SettingSpec(name="capture_probe", parse=text)]
+
+    pm.register(Thief(), name="thief")
+    with pytest.raises(PluginError, match="'capture_probe', which is one of Portal's own"):
+        Settings.load(environ={}, project=False, plugins=Plugins(pm))
+
+
+def test_two_plugins_declaring_one_setting_are_refused(pm: pluggy.PluginManager) -> None:
+    pm.register(_AcmeSettings(), name="acme")
+    pm.register(_AcmeSettings(), name="acme2")
+    with pytest.raises(
+        PluginError, match=r"two plugins register the setting 'acme\.poll_interval_s'"
+    ):
+        Plugins(pm).settings()
+
+
+def test_a_setting_spec_refuses_a_bad_name_or_variable() -> None:
+    with pytest.raises(ValueError, match="plugin name"):
+        SettingSpec(name="acme poll", parse=text)
+    with pytest.raises(ValueError, match="environment variable 'portal_acme'"):
+        SettingSpec(name="acme.poll", parse=text, env="portal_acme")

@@ -52,6 +52,31 @@ def test_on_a_spot_machine_the_node_knows_it_is_spot(portal: PortalCli, imds: Fa
     assert "this is a spot machine" in events["carry-no-rehearsal"]["message"]
 
 
+@pytest.mark.one_python
+def test_a_providers_setting_in_config_toml_reaches_its_source(
+    portal: PortalCli, imds: FakeIMDS
+) -> None:
+    """The AWS plugin declares its settings (portal_settings): one set with portal config set
+    lands in config.toml, is shown with where it came from, and reaches the node's AWS source:
+    the job is watched on the fake IMDS with no variable set, and a notice suspends it."""
+    assert "AWS_EC2_METADATA_SERVICE_ENDPOINT" not in portal.env
+    bad = portal("config", "set", "aws.token_ttl_s", "0")
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+    assert "aws.token_ttl_s" in bad.stderr and "1 to 21600" in bad.stderr, bad.stderr
+    assert portal("config", "set", "aws.metadata_endpoint", imds.url).returncode == 0
+    assert portal("config", "set", "aws.poll_interval_s", "0.5").returncode == 0
+    shown = portal("config", "show").stdout
+    assert re.search(r"aws\.poll_interval_s\s+0\.5\s+\S*config\.toml line \d+", shown), shown
+    assert re.search(r"aws\.slow_interval_s\s+5\s+default", shown), shown
+    job = portal("run", "--detach", "--name", "spot", "count.py", "5").stdout.strip()
+    portal.wait_for_output(job, "step 3 ")
+    watching = [e for e in _events(portal, job) if e["kind"] == "watching"]
+    assert watching and "aws" in watching[0]["data"]["sources"], watching
+    imds.preempt(in_seconds=120)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    assert "notice from aws (aws, preemption)" in portal("explain", job).stdout
+
+
 def _events(portal: PortalCli, job: str) -> list[dict[str, object]]:
     import contextlib
     import json

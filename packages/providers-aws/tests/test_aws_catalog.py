@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from portal.core.domain import CapacityClass, MachineType, Offer
+from portal.core.errors import InvalidSettingError
 from portal.core.plugins import Plugins, get_plugin_manager
+from portal.core.settings import Settings
 from portal.core.specs import NoticeSourceContext
 from portal.providers.aws import catalog, plugin
 from portal.providers.aws.notices import AwsNoticeSource
@@ -53,3 +59,22 @@ def test_plugin_registers_the_source_and_the_catalog() -> None:
     source.close()
     (types_spec,) = [c for c in plugins.catalogs().values() if c.provider == "aws"]
     assert list(types_spec.machine_types()) == list(catalog.load_machine_types())
+
+
+def test_settings_from_config_toml_reach_the_source(tmp_path: Path) -> None:
+    """The AWS plugin's settings (portal_settings) resolved by the settings stack are what its
+    source is built from: the names it reads are the names it declares."""
+    (tmp_path / "config.toml").write_text("[aws]\npoll_interval_s = 0.25\ntoken_ttl_s = 600\n")
+    settings = Settings.load(
+        environ={"PORTAL_HOME": str(tmp_path)}, project=False, plugins=Plugins.load()
+    )
+    context = NoticeSourceContext(settings={**settings.values, "dmi_dir": "/nonexistent"})
+    source = AwsNoticeSource.from_context(context)
+    assert (source.poll_interval_s, source.slow_interval_s, source.token_ttl_s) == (
+        0.25,
+        5.0,
+        600,
+    )
+    (tmp_path / "config.toml").write_text("[aws]\ntoken_ttl_s = 99999\n")
+    with pytest.raises(InvalidSettingError, match=r"aws\.token_ttl_s .* from 1 to 21600"):
+        Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False)

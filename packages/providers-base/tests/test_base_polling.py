@@ -92,7 +92,7 @@ def test_the_default_from_context_reads_the_setting_or_the_context_environ(
     assert cls.from_context(NoticeSourceContext(settings=settings)).detect() is False
     for context in (
         NoticeSourceContext(settings=settings, environ={"ACME_METADATA_ENDPOINT": fake.url}),
-        NoticeSourceContext(settings={**settings, "acme_metadata_endpoint": fake.url}),
+        NoticeSourceContext(settings={**settings, "acme.metadata_endpoint": fake.url}),
     ):
         source = cls.from_context(context)
         try:

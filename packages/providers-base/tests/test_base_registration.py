@@ -13,7 +13,7 @@ from providers_base_acme import load_example, readme_blocks
 from portal.core.domain import MachineType
 from portal.core.errors import InvalidArgumentError
 from portal.core.plugins import Plugins, get_plugin_manager
-from portal.core.specs import NoticeSourceContext
+from portal.core.specs import NoticeSourceContext, SettingSpec
 from portal.providers.base.registration import LazyFactory, provider_specs, resolve
 
 
@@ -82,3 +82,24 @@ def test_the_readme_plugin_registers_its_source() -> None:
         assert type(source).__name__ == "AcmeNoticeSource" and source.detect() is False
     finally:
         source.close()
+
+
+def test_a_providers_settings_are_named_after_it() -> None:
+    """A provider's settings sit in its own table ([acme] in config.toml), so their names start
+    with the provider's; one that does not is refused at registration, saying so."""
+    good = SettingSpec(name="acme.poll_interval_s", parse=float, default=1.0)
+    specs = provider_specs("acme", source="acme.notices:AcmeSource", settings=[good])
+    assert specs.settings == (good,)
+    with pytest.raises(InvalidArgumentError, match=r"must be named acme\.<name>"):
+        provider_specs(
+            "acme",
+            source="acme.notices:AcmeSource",
+            settings=[SettingSpec(name="poll_interval_s", parse=float)],
+        )
+
+
+def test_the_sigterm_source_declares_the_settings_it_reads() -> None:
+    """The settings the node hands the sources are the ones the plugins declare."""
+    settings = Plugins(get_plugin_manager()).settings()
+    for name in ("sigterm.grace_s", "sigterm.notices"):
+        assert name in settings, sorted(settings)

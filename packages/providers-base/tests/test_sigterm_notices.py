@@ -165,7 +165,7 @@ def test_context_settings_and_environ() -> None:
     finally:
         source.close()
     ctx = NoticeSourceContext(
-        settings={"sigterm_notices": "false", "sigterm_grace_s": 10},
+        settings={"sigterm.notices": "false", "sigterm.grace_s": 10},
         environ={"KUBERNETES_SERVICE_HOST": "x"},
     )
     source = SignalNoticeSource.from_context(ctx)

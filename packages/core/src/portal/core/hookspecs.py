@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         NoticeSourceSpec,
         PlacementPolicySpec,
         SerializerSpec,
+        SettingSpec,
         StorageBackendSpec,
     )
 
@@ -136,6 +137,27 @@ def portal_catalogs() -> list[CatalogSpec]:
         @hookimpl
         def portal_catalogs():
             return [CatalogSpec(name="acme", provider="acme", machine_types=load_acme_types)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
+def portal_settings() -> list[SettingSpec]:
+    """Declare the settings a plugin reads. Each joins Portal's settings: it can be set in
+    ``PORTAL_HOME/config.toml``, a project's ``portal.toml`` or its environment variable, is
+    validated once by its parser (a bad value names the file and line), is listed by
+    ``portal config show``, and reaches the plugin's notice sources in
+    ``NoticeSourceContext.settings`` under its name.
+
+    :return: the settings this plugin reads.
+
+    Example::
+
+        @hookimpl
+        def portal_settings():
+            return [SettingSpec(name="acme.poll_interval_s", parse=float, default=1.0,
+                                env="PORTAL_ACME_POLL_INTERVAL_S",
+                                description="seconds between two reads of the notice document")]
     """
     raise NotImplementedError
 

@@ -30,6 +30,7 @@ from portal.core.specs import (
     NoticeSourceSpec,
     PlacementPolicySpec,
     SerializerSpec,
+    SettingSpec,
     StorageBackendSpec,
     normalise_name,
 )
@@ -156,6 +157,7 @@ SpecT = TypeVar(
     CaptureExtensionSpec,
     PlacementPolicySpec,
     CatalogSpec,
+    SettingSpec,
 )
 
 
@@ -287,6 +289,10 @@ class Plugins:
 
     def catalogs(self) -> dict[str, CatalogSpec]:
         return self._collect("portal_catalogs", "catalog", CatalogSpec)
+
+    def settings(self) -> dict[str, SettingSpec]:
+        """Every setting a plugin declares, by name (see :mod:`portal.core.settings`)."""
+        return self._collect("portal_settings", "setting", SettingSpec)
 
     def notice_source(self, name: str) -> NoticeSourceSpec:
         return _lookup(self.notice_sources(), name, "notice source")

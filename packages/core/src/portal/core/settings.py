@@ -16,23 +16,32 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from portal.core.errors import InvalidSettingError
+from portal.core.errors import InvalidSettingError, PluginError
+from portal.core.specs import SettingSpec
+
+if TYPE_CHECKING:
+    from portal.core.plugins import Plugins
 
 __all__ = [
     "CHECKPOINT_EVERY_SPOT_S",
     "CLOUDS",
     "CONFIG_NAME",
+    "CORE_SETTINGS",
     "PROBE_MODES",
     "PROJECT_NAME",
     "Settings",
+    "boolean",
     "checkpoint_every",
+    "count",
     "parse_duration",
+    "positive_float",
     "read_settings_file",
     "setting_names",
+    "text",
 ]
 
 #: This user's settings file, in PORTAL_HOME.
@@ -66,7 +75,8 @@ def _cloud(value: Any) -> str:
     return text
 
 
-def _positive_float(value: Any) -> float:
+def positive_float(value: Any) -> float:
+    """A number above 0 (``2``, ``0.5``, ``"2.5"``)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -76,7 +86,8 @@ def _positive_float(value: Any) -> float:
     return number
 
 
-def _count(value: Any) -> int:
+def count(value: Any) -> int:
+    """A whole number of at least 1."""
     try:
         number = int(str(value).strip())
     except ValueError:
@@ -86,7 +97,8 @@ def _count(value: Any) -> int:
     return number
 
 
-def _boolean(value: Any) -> bool:
+def boolean(value: Any) -> bool:
+    """TOML's true/false, or true/false, yes/no, on/off, 1/0 as text (an environment variable)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -147,41 +159,111 @@ def checkpoint_every(value: Any) -> float | None:
         raise ValueError(f"{why}, or auto, or off") from None
 
 
-def _text(value: Any) -> str:
+def text(value: Any) -> str:
+    """Any non-empty text (surrounding spaces removed)."""
     text = str(value).strip()
     if not text:
         raise ValueError("expected a non-empty value")
     return text
 
 
-# setting name -> (environment variable, parser, default)
-_SCHEMA: dict[str, tuple[str | None, Callable[[Any], Any], Any]] = {
-    "home": ("PORTAL_HOME", _text, None),
-    "storage_url": ("PORTAL_STORAGE_URL", _text, None),
-    "capture_probe": ("PORTAL_CAPTURE_PROBE", _probe_mode, "on"),
-    "capture_probe_every_min": (None, _positive_float, 10.0),
-    "capture_probe_every_s": ("PORTAL_CAPTURE_PROBE_EVERY_S", _positive_float, None),
-    "notice_default_s": ("PORTAL_NOTICE_DEFAULT_S", _positive_float, 120.0),
-    "spot.move_when_over": (None, _boolean, True),
-    "cloud": ("PORTAL_CLOUD", _cloud, "local"),
-    "simulated_cloud_data": ("PORTAL_SIMULATED_CLOUD_DATA", _text, None),
-    # Where the control plane keeps jobs and events: ``sqlite`` (a file under PORTAL_HOME) or a
-    # PostgreSQL server shared by many machines (``postgresql://user@host:port/db``).
-    "control_db": ("PORTAL_CONTROL_DB", _control_db, "sqlite"),
+def _core(
+    name: str, parse: Callable[[Any], Any], default: Any, env: str | None, what: str
+) -> SettingSpec:
+    return SettingSpec(name=name, parse=parse, default=default, env=env, description=what)
+
+
+#: Portal's own settings; plugins add theirs through the ``portal_settings`` hook.
+CORE_SETTINGS: tuple[SettingSpec, ...] = (
+    _core("home", text, None, "PORTAL_HOME", "Portal's home: config.toml, keys, the local store"),
+    _core("storage_url", text, None, "PORTAL_STORAGE_URL", "where checkpoints are stored"),
+    _core("capture_probe", _probe_mode, "on", "PORTAL_CAPTURE_PROBE", "the checkpoint check"),
+    _core("capture_probe_every_min", positive_float, 10.0, None, "minutes between two checks"),
+    _core(
+        "capture_probe_every_s",
+        positive_float,
+        None,
+        "PORTAL_CAPTURE_PROBE_EVERY_S",
+        "seconds between two checks (wins over capture_probe_every_min)",
+    ),
+    _core(
+        "notice_default_s",
+        positive_float,
+        120.0,
+        "PORTAL_NOTICE_DEFAULT_S",
+        "the notice portal notice gives",
+    ),
+    _core("spot.move_when_over", boolean, True, None, "move a job that outgrows its spot notice"),
+    _core("cloud", _cloud, "local", "PORTAL_CLOUD", "where resume and move find offers"),
+    _core(
+        "simulated_cloud_data",
+        text,
+        None,
+        "PORTAL_SIMULATED_CLOUD_DATA",
+        "the simulated cloud's offers",
+    ),
+    # ``sqlite`` (a file under PORTAL_HOME) or a PostgreSQL server shared by many machines.
+    _core("control_db", _control_db, "sqlite", "PORTAL_CONTROL_DB", "where jobs are kept"),
     # A control-plane service (`portal server`) to use instead of a store of this machine's own,
     # and this user's token for it (`portal server token create USER`).
-    "control_plane": ("PORTAL_CONTROL_PLANE", _control_plane, None),
-    "control_token": ("PORTAL_TOKEN", _text, None),
+    _core("control_plane", _control_plane, None, "PORTAL_CONTROL_PLANE", "a portal server's URL"),
+    _core("control_token", text, None, "PORTAL_TOKEN", "this user's token for the portal server"),
     # The CA certificate (PEM) an https:// control plane's certificate is checked against, when
     # it is not one the system trusts (a private CA, a self-signed certificate).
-    "control_ca": ("PORTAL_CONTROL_CA", _text, None),
-    # Periodic checkpoints, the safety net for a machine lost without notice: ``auto`` (every
-    # 30 minutes on a spot machine, off elsewhere), ``off``, or a duration (``10m``).
-    "checkpoint_every": ("PORTAL_CHECKPOINT_EVERY", checkpoint_every, "auto"),
+    _core("control_ca", text, None, "PORTAL_CONTROL_CA", "the portal server's CA certificate"),
+    # ``auto`` (every 30 minutes on a spot machine, off elsewhere), ``off``, or a duration.
+    _core(
+        "checkpoint_every",
+        checkpoint_every,
+        "auto",
+        "PORTAL_CHECKPOINT_EVERY",
+        "periodic checkpoints: auto, off or a duration",
+    ),
     # Every this many checkpoints, one shares no chunk with those before it (a full copy): one
     # damaged chunk then reaches at most this many, and an intact restore point always exists.
-    "checkpoint_independent_every": ("PORTAL_CHECKPOINT_INDEPENDENT_EVERY", _count, 4),
-}
+    _core(
+        "checkpoint_independent_every",
+        count,
+        4,
+        "PORTAL_CHECKPOINT_INDEPENDENT_EVERY",
+        "every this many checkpoints, one is a full copy",
+    ),
+)
+_CORE = {spec.name: spec for spec in CORE_SETTINGS}
+
+
+def _schema(plugins: Plugins | None) -> dict[str, SettingSpec]:
+    """Portal's settings, then every plugin's (sorted); a plugin may not redeclare Portal's."""
+    schema = dict(_CORE)
+    if plugins is None:
+        return schema
+    for name, spec in sorted(plugins.settings().items()):
+        if name in schema:
+            raise PluginError(
+                f"a plugin declares the setting {spec.name!r}, which is one of Portal's own; "
+                "name a plugin's settings after the plugin (acme.poll_interval_s)",
+                details={"setting": spec.name},
+            )
+        schema[name] = spec
+    return schema
+
+
+def _unknown(name: str, where: str, schema: Mapping[str, SettingSpec]) -> InvalidSettingError:
+    return InvalidSettingError(
+        f"unknown setting {name!r} in {where}; known settings: {', '.join(sorted(schema))}. "
+        "Fix the name, remove it, or install the plugin that declares it",
+        details={"setting": name, "origin": where},
+    )
+
+
+@attrs.frozen
+class _Inputs:
+    """What a :class:`Settings` was loaded from, to load it again with plugins' settings."""
+
+    values: Mapping[str, Any]
+    environ: Mapping[str, str] | None
+    source: str
+    project: Path | bool | None
 
 
 @attrs.frozen(kw_only=True)
@@ -205,8 +287,10 @@ class Settings:
     checkpoint_independent_every: int = 4
     #: Where each setting's value came from (``default``, a file and line, a variable).
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
-    #: Each setting's parsed value, by the setting's name (``spot.move_when_over``).
+    #: Each setting's parsed value, by the setting's name (``spot.move_when_over``): Portal's,
+    #: and the plugins' when they were loaded with them (see :meth:`with_plugins`).
     values: Mapping[str, Any] = attrs.field(factory=dict, eq=False, repr=False)
+    _inputs: _Inputs | None = attrs.field(default=None, eq=False, repr=False, alias="inputs")
 
     def checkpoint_interval(self, purchase: str) -> float | None:
         """Seconds between periodic checkpoints on a machine bought ``purchase`` (``spot``,
@@ -223,47 +307,49 @@ class Settings:
         environ: Mapping[str, str] | None = None,
         source: str = "settings",
         project: Path | bool | None = True,
+        plugins: Plugins | None = None,
     ) -> Settings:
         """Every layer merged (see the module), validated. ``values`` come from ``source``;
         ``project``: the directory whose ``portal.toml`` counts (True: the current one; False
-        or None: none)."""
+        or None: none). ``plugins``' settings are resolved too; without ``plugins``, the
+        installed ones are loaded only when a layer names a setting that is not Portal's own."""
         env = os.environ if environ is None else environ
         given = dict(values or {})
-        unknown = sorted(set(given) - set(_SCHEMA))
-        if unknown:
-            raise InvalidSettingError(
-                f"unknown setting {unknown[0]!r} in {source}; known settings: "
-                f"{', '.join(sorted(_SCHEMA))}",
-                details={"setting": unknown[0]},
-            )
         home_value = env.get("PORTAL_HOME") or given.get("home")
         home_path = Path(str(home_value) if home_value else Path.home() / ".portal").expanduser()
-        layers: list[tuple[str, Mapping[str, tuple[Any, str]]]] = [
-            ("file", read_settings_file(home_path / CONFIG_NAME))
-        ]
+        layers: list[Mapping[str, tuple[Any, str]]] = [read_settings_file(home_path / CONFIG_NAME)]
         directory = Path.cwd() if project is True else project or None
         if directory:
-            layers.append(("file", read_settings_file(Path(directory) / PROJECT_NAME)))
-        layers.append(("given", {k: (v, source) for k, v in given.items()}))
+            layers.append(read_settings_file(Path(directory) / PROJECT_NAME))
+        layers.append({k: (v, source) for k, v in given.items()})
+        named = {name: where for layer in layers for name, (_, where) in layer.items()}
+        if plugins is None and not named.keys() <= _CORE.keys():
+            from portal.core.plugins import Plugins
+
+            plugins = Plugins.load()
+        schema = _schema(plugins)
+        for name, where in named.items():
+            if name not in schema:
+                raise _unknown(name, where, schema)
         resolved: dict[str, Any] = {}
         origins: dict[str, str] = {}
-        for name, (env_name, parse, default) in _SCHEMA.items():
-            raw, origin = default, "default"
-            for _, layer in layers:
+        for name, spec in schema.items():
+            raw, origin = spec.default, "default"
+            for layer in layers:
                 if name in layer:
                     raw, origin = layer[name]
-            if env_name and env.get(env_name, "") != "":
-                raw, origin = env[env_name], f"environment variable {env_name}"
+            if spec.env and env.get(spec.env, "") != "":
+                raw, origin = env[spec.env], f"environment variable {spec.env}"
             origins[name] = origin
             if raw is None:
                 resolved[name] = None
                 continue
             try:
-                resolved[name] = parse(raw)
-            except ValueError as why:
+                resolved[name] = spec.parse(raw)
+            except (TypeError, ValueError) as why:
                 raise InvalidSettingError(
                     f"setting {name} has value {raw!r} (from {origin}): {why}. Fix it there, "
-                    f"or remove it to use the default ({default!r})",
+                    f"or remove it to use the default ({spec.default!r})",
                     details={"setting": name, "value": str(raw), "origin": origin},
                 ) from None
         home = Path(resolved["home"] or Path.home() / ".portal").expanduser()
@@ -284,19 +370,34 @@ class Settings:
             checkpoint_every=resolved["checkpoint_every"],
             checkpoint_independent_every=resolved["checkpoint_independent_every"],
             origins=origins,
-            values={name: resolved[name] for name in _SCHEMA},
+            values=resolved,
+            inputs=_Inputs(values=given, environ=environ, source=source, project=project),
+        )
+
+    def with_plugins(self, plugins: Plugins) -> Settings:
+        """These settings loaded again from the same layers, with ``plugins``' settings too
+        (what a node hands its notice sources)."""
+        inputs = self._inputs or _Inputs(
+            values={"home": str(self.home)}, environ=None, source="settings", project=True
+        )
+        return Settings.load(
+            inputs.values,
+            environ=inputs.environ,
+            source=inputs.source,
+            project=inputs.project,
+            plugins=plugins,
         )
 
     def explain(self) -> list[tuple[str, Any, str]]:
         """Each setting's effective value and the layer it came from, by name."""
         return [
-            (name, self.values.get(name), self.origins.get(name, "default")) for name in _SCHEMA
+            (name, value, self.origins.get(name, "default")) for name, value in self.values.items()
         ]
 
 
-def setting_names() -> list[str]:
-    """Every setting's name, as files and ``portal config`` spell them."""
-    return sorted(_SCHEMA)
+def setting_names(plugins: Plugins | None = None) -> list[str]:
+    """Every setting's name, as files and ``portal config`` spell them (with ``plugins``')."""
+    return sorted(_schema(plugins))
 
 
 def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -323,8 +424,8 @@ def _line_of(text: str, name: str) -> int | None:
 def read_settings_file(path: Path) -> dict[str, tuple[Any, str]]:
     """The settings ``path`` sets, each with where (``FILE line N``); an absent file sets none.
 
-    Refuses, naming the file (and line): a file that cannot be read, is not UTF-8, is not TOML,
-    or sets a key that is no setting."""
+    Refuses, naming the file: a file that cannot be read, is not UTF-8, or is not TOML. Whether
+    each key is a setting is :meth:`Settings.load`'s to say (plugins declare settings too)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (FileNotFoundError, NotADirectoryError):
@@ -349,12 +450,5 @@ def read_settings_file(path: Path) -> dict[str, tuple[Any, str]]:
     found: dict[str, tuple[Any, str]] = {}
     for name, value in _flatten(data).items():
         line = _line_of(text, name)
-        where = f"{path} line {line}" if line else str(path)
-        if name not in _SCHEMA:
-            raise InvalidSettingError(
-                f"unknown setting {name!r} in {where}; known settings: "
-                f"{', '.join(sorted(_SCHEMA))}. Fix the name, or remove it",
-                details={"setting": name, "file": str(path), "line": line},
-            )
-        found[name] = (value, where)
+        found[name] = (value, f"{path} line {line}" if line else str(path))
     return found

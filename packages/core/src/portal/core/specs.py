@@ -28,6 +28,7 @@ __all__ = [
     "PlacementPolicy",
     "PlacementPolicySpec",
     "SerializerSpec",
+    "SettingSpec",
     "StateMeasure",
     "StorageBackend",
     "StorageBackendSpec",
@@ -264,4 +265,34 @@ class CatalogSpec:
     provider: str
     machine_types: Callable[[], Iterable[MachineType]]
     offers: Callable[[str | None], Iterable[Offer]] | None = None  # region -> offers
+    description: str = ""
+
+
+# --- settings -------------------------------------------------------------------------------------
+
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+
+
+def _valid_env(_inst: object, _attr: attrs.Attribute[Any], value: str | None) -> None:
+    if value is not None and not _ENV_NAME.fullmatch(value):
+        raise ValueError(f"environment variable {value!r} is not valid: use A-Z, 0-9 and '_'")
+
+
+@attrs.frozen(kw_only=True)
+class SettingSpec:
+    """Declares a setting (``portal_settings``): it joins Portal's one stack of layers (defaults
+    < ``PORTAL_HOME/config.toml`` < a project's ``portal.toml`` < a job's values < its ``env``
+    variable), is shown by ``portal config show``, set by ``portal config set``, and reaches the
+    plugin's notice sources in ``NoticeSourceContext.settings`` under its ``name``.
+
+    ``name`` is dotted by owner (``aws.poll_interval_s`` is ``poll_interval_s`` in an ``[aws]``
+    table). ``parse`` turns a raw value (TOML's, or an environment variable's text) into the
+    typed one and raises ``ValueError`` saying what is accepted; the default goes through it too
+    (``None``, no value, does not).
+    """
+
+    name: str = attrs.field(validator=_valid_name)
+    parse: Callable[[Any], Any]
+    default: Any = None
+    env: str | None = attrs.field(default=None, validator=_valid_env)
     description: str = ""

@@ -1,6 +1,7 @@
 """``portal config show`` and ``portal config set KEY VALUE``: the settings as they stand.
 
-Every setting comes from one stack of layers (:mod:`portal.core.settings`): ``show`` prints each
+Every setting comes from one stack of layers (:mod:`portal.core.settings`), Portal's own and those
+the installed plugins declare (``portal_settings``): ``show`` prints each
 effective value and the layer it came from; ``set`` validates a value as the settings will read
 it, then writes it to ``PORTAL_HOME/config.toml`` (or, with ``--project``, to ``portal.toml`` in
 this directory). A file is rewritten whole by ``set``: comments in it are not kept.
@@ -19,6 +20,7 @@ from typing import Any
 import tomli_w
 
 from portal.core.errors import InvalidArgumentError, InvalidSettingError
+from portal.core.plugins import Plugins
 from portal.core.settings import CONFIG_NAME, PROJECT_NAME, Settings, setting_names
 
 __all__ = ["config_command"]
@@ -41,7 +43,7 @@ def _shown(name: str, value: Any) -> Any:
 
 
 def _show(options: argparse.Namespace) -> int:
-    settings = Settings.load()
+    settings = Settings.load(plugins=Plugins.load())
     rows = [(name, _shown(name, value), origin) for name, value, origin in settings.explain()]
     effective = {"home": str(settings.home), "storage_url": settings.storage_url}
     rows = [(n, effective.get(n, v) if v is None else v, o) for n, v, o in rows]
@@ -81,9 +83,12 @@ def _typed(text: str, parsed: Any) -> Any:
 
 def _set(options: argparse.Namespace) -> int:
     name, text = options.key, options.value
-    if name not in setting_names():
+    plugins = Plugins.load()
+    known = setting_names(plugins)
+    if name not in known:
         raise InvalidArgumentError(
-            f"unknown setting {name!r}; known settings: {', '.join(setting_names())}"
+            f"unknown setting {name!r}; known settings: {', '.join(known)}. Fix the name, or "
+            "install the plugin that declares it"
         )
     if name == "home":
         raise InvalidArgumentError(
@@ -93,9 +98,11 @@ def _set(options: argparse.Namespace) -> int:
     # The files as they are now, and the value as they will read it; of the environment only
     # PORTAL_HOME counts (it says where config.toml is).
     home_only = {k: v for k, v in os.environ.items() if k == "PORTAL_HOME"}
-    settings = Settings.load(environ=home_only)
+    settings = Settings.load(environ=home_only, plugins=plugins)
     target = Path.cwd() / PROJECT_NAME if options.project else settings.home / CONFIG_NAME
-    checked = Settings.load({name: text}, environ=home_only, source="the command line")
+    checked = Settings.load(
+        {name: text}, environ=home_only, source="the command line", plugins=plugins
+    )
     value = _typed(text, checked.values[name])
     data: dict[str, Any] = {}
     if target.exists():
@@ -115,7 +122,7 @@ def _set(options: argparse.Namespace) -> int:
     tmp.replace(target)
     shown = _shown(name, value)
     print(f"{name} = {json.dumps(shown) if not isinstance(shown, str) else shown} in {target}")
-    effective = Settings.load().origins.get(name, "")
+    effective = Settings.load(plugins=plugins).origins.get(name, "")
     if not effective.startswith(str(target)):
         print(f"portal: note: {name} comes from {effective} here, which wins over {target}")
     return 0

@@ -36,6 +36,7 @@ __all__ = [
     "reported_late",
     "restoring",
     "resumes_from_periodic",
+    "settings_refused",
     "started",
     "suspended",
     "upload_failed",
@@ -51,6 +52,10 @@ def resume_hint(job: Job) -> str:
 
 def watching(names: Sequence[str]) -> str:
     return f"node watching notice sources: {', '.join(names) or 'none'}"
+
+
+def settings_refused(why: str) -> str:
+    return f"a plugin's setting was refused ({why}); the notice sources use their own defaults"
 
 
 def machine(facts: dict[str, Any]) -> str:

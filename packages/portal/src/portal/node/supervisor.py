@@ -302,6 +302,19 @@ class Node:
         )
         return target
 
+    def _source_settings(self) -> dict[str, Any]:
+        """Every plugin's settings as the node's settings stack resolves them (config.toml,
+        portal.toml, variables), for the notice sources. A value refused is told (event
+        ``settings-refused``) and the sources go on with their own defaults: a typo in a
+        provider's setting never leaves a job unwatched."""
+        try:
+            values = dict(self.plane.settings.with_plugins(self.plane.plugins).values)
+        except PortalError as why:
+            self.report("settings-refused", wording.settings_refused(str(why)), error=str(why))
+            values = {}
+        values["local_notice_dir"] = str(self.paths.notices)
+        return values
+
     def run(self) -> int:
         """Run the attempt to its end; returns the job process's exit status."""
         write_node_pid(self.dir / "node.pid")
@@ -311,7 +324,7 @@ class Node:
             self.plane.plugins,
             clock=self.clock,
             environ=env,
-            settings={"local_notice_dir": str(self.paths.notices)},
+            settings=self._source_settings(),
         )
         watcher = NoticeWatcher(sources).start()
         self.report("watching", wording.watching(watcher.names), sources=watcher.names)

@@ -123,12 +123,12 @@ class AwsNoticeSource(PollingNoticeSource):
     def from_context(cls, context: NoticeSourceContext) -> AwsNoticeSource:
         s = context.settings
         return cls(
-            endpoint=s.get("aws_metadata_endpoint") or context.environ.get(ENDPOINT_ENV) or None,
+            endpoint=s.get("aws.metadata_endpoint") or context.environ.get(ENDPOINT_ENV) or None,
             dmi_dir=s.get("dmi_dir"),
             clock=context.clock,
-            poll_interval_s=float(s.get("aws_poll_interval_s", 1.0)),
-            slow_interval_s=float(s.get("aws_slow_interval_s", 5.0)),
-            token_ttl_s=int(s.get("aws_token_ttl_s", 21600)),
+            poll_interval_s=float(s.get("aws.poll_interval_s") or 1.0),
+            slow_interval_s=float(s.get("aws.slow_interval_s") or 5.0),
+            token_ttl_s=int(s.get("aws.token_ttl_s") or 21600),
         )
 
     def documents(self) -> list[Document]:

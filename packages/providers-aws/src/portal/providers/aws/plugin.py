@@ -4,8 +4,20 @@ Nothing of the provider is imported until Portal builds the source or reads the 
 """
 
 from portal.core.hookspecs import hookimpl
-from portal.core.specs import CatalogSpec, NoticeSourceSpec
+from portal.core.settings import positive_float, text
+from portal.core.specs import CatalogSpec, NoticeSourceSpec, SettingSpec
 from portal.providers.base.registration import provider_specs
+
+
+def _token_ttl(value: object) -> int:
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        seconds = 0
+    if not 1 <= seconds <= 21600:
+        raise ValueError("expected a whole number of seconds from 1 to 21600")
+    return seconds
+
 
 SPECS = provider_specs(
     "aws",
@@ -13,6 +25,32 @@ SPECS = provider_specs(
     catalog="portal.providers.aws.catalog:load_machine_types",
     source_description="EC2 spot interruptions, rebalance recommendations and scheduled "
     "maintenance, from IMDSv2",
+    settings=[
+        SettingSpec(
+            name="aws.metadata_endpoint",
+            parse=text,
+            env="AWS_EC2_METADATA_SERVICE_ENDPOINT",
+            description="IMDS's address, for a test endpoint (default: 169.254.169.254 on EC2)",
+        ),
+        SettingSpec(
+            name="aws.poll_interval_s",
+            parse=positive_float,
+            default=1.0,
+            description="seconds between two reads of spot/instance-action",
+        ),
+        SettingSpec(
+            name="aws.slow_interval_s",
+            parse=positive_float,
+            default=5.0,
+            description="seconds between two reads of the slower documents (maintenance)",
+        ),
+        SettingSpec(
+            name="aws.token_ttl_s",
+            parse=_token_ttl,
+            default=21600,
+            description="lifetime of an IMDSv2 token, 1 to 21600 s",
+        ),
+    ],
     catalog_description="common EC2 spot instance types (vCPUs, memory, GPUs)",
 )
 
@@ -25,3 +63,8 @@ def portal_notice_sources() -> list[NoticeSourceSpec]:
 @hookimpl
 def portal_catalogs() -> list[CatalogSpec]:
     return list(SPECS.catalogs)
+
+
+@hookimpl
+def portal_settings() -> list[SettingSpec]:
+    return list(SPECS.settings)

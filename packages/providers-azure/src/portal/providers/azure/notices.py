@@ -120,11 +120,11 @@ class AzureNoticeSource(PollingNoticeSource):
     def from_context(cls, context: NoticeSourceContext) -> AzureNoticeSource:
         s = context.settings
         return cls(
-            endpoint=s.get("azure_metadata_endpoint") or context.environ.get(ENDPOINT_ENV) or None,
+            endpoint=s.get("azure.metadata_endpoint") or context.environ.get(ENDPOINT_ENV) or None,
             dmi_dir=s.get("dmi_dir"),
             clock=context.clock,
-            vm_name=s.get("azure_vm_name"),
-            poll_interval_s=float(s.get("azure_poll_interval_s", 1.0)),
+            vm_name=s.get("azure.vm_name"),
+            poll_interval_s=float(s.get("azure.poll_interval_s") or 1.0),
         )
 
     def documents(self) -> list[Document]:

@@ -19,6 +19,10 @@ imports them on the first call of the factory::
     def portal_catalogs() -> list[CatalogSpec]:
         return list(SPECS.catalogs)
 
+    @hookimpl
+    def portal_settings() -> list[SettingSpec]:
+        return list(SPECS.settings)
+
 The hook implementations stay written out in the plugin: pluggy would find generated ones too,
 but a reader (and grep) should find a provider's hooks where its entry point points.
 """
@@ -27,12 +31,13 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
 from portal.core.errors import InvalidArgumentError
-from portal.core.specs import CatalogSpec, NoticeSourceSpec
+from portal.core.specs import CatalogSpec, NoticeSourceSpec, SettingSpec
 
 __all__ = ["LazyFactory", "ProviderSpecs", "provider_specs", "resolve"]
 
@@ -68,10 +73,12 @@ class LazyFactory:
 
 @attrs.frozen(kw_only=True)
 class ProviderSpecs:
-    """What a provider registers: its notice source, and its catalog if it has one."""
+    """What a provider registers: its notice source, its catalog if it has one, and the settings
+    its source reads (``portal_settings``)."""
 
     sources: tuple[NoticeSourceSpec, ...]
     catalogs: tuple[CatalogSpec, ...]
+    settings: tuple[SettingSpec, ...] = ()
 
 
 def provider_specs(
@@ -81,13 +88,21 @@ def provider_specs(
     catalog: str | None = None,
     source_description: str = "",
     catalog_description: str = "",
+    settings: Sequence[SettingSpec] = (),
 ) -> ProviderSpecs:
     """The specs of a provider whose source and catalog are both named ``provider``.
 
     ``source`` is the dotted path of a ``NoticeSourceContext -> NoticeSource`` callable (usually
     ``Class.from_context``); ``catalog``, if any, of a ``() -> Iterable[MachineType]`` one. Paths
-    are checked now (a typo fails at registration) and imported only when called.
+    are checked now (a typo fails at registration) and imported only when called. ``settings``
+    are the ones the source reads, each named ``<provider>.<name>``.
     """
+    for setting in settings:
+        if not setting.name.startswith(f"{provider}."):
+            raise InvalidArgumentError(
+                f"setting {setting.name!r} of provider {provider!r} must be named "
+                f"{provider}.<name>, so that it sits in the [{provider}] table of a settings file"
+            )
     source_spec = NoticeSourceSpec(
         name=provider,
         provider=provider,
@@ -106,4 +121,4 @@ def provider_specs(
             ),
         )
     )
-    return ProviderSpecs(sources=(source_spec,), catalogs=catalogs)
+    return ProviderSpecs(sources=(source_spec,), catalogs=catalogs, settings=tuple(settings))

@@ -117,12 +117,12 @@ class MetadataNoticeSource:
 
     @classmethod
     def from_context(cls, context: NoticeSourceContext) -> Self:
-        """Built as the node builds it: the override from the ``<provider>_metadata_endpoint``
+        """Built as the node builds it: the override from the ``<provider>.metadata_endpoint``
         setting or the service's variable in ``context.environ`` (never ``os.environ``), the
         ``dmi_dir`` setting, the clock. A source with settings of its own overrides this."""
         m = cls.metadata
         s = context.settings
-        override = s.get(f"{m.provider}_metadata_endpoint") or context.environ.get(m.override_env)
+        override = s.get(f"{m.provider}.metadata_endpoint") or context.environ.get(m.override_env)
         return cls(override=override or None, dmi_dir=s.get("dmi_dir"), clock=context.clock)
 
     # --- detection and clients ---------------------------------------------------------------

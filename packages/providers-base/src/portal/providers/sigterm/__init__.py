@@ -2,7 +2,7 @@
 
 Kubernetes sends SIGTERM, then SIGKILL after ``terminationGracePeriodSeconds`` (30 s by default);
 Slurm sends SIGTERM (with SIGCONT) at preemption and kills after its ``GraceTime``. Neither says
-how long the grace is, so the source is told (``sigterm_grace_s`` / ``PORTAL_SIGTERM_GRACE_S``,
+how long the grace is, so the source is told (``sigterm.grace_s`` / ``PORTAL_SIGTERM_GRACE_S``,
 default 30 s) and reports a preemption notice whose deadline is the signal's arrival plus the grace.
 
 The handler is installed in the main thread (Python allows nothing else) when the source is built
@@ -29,7 +29,8 @@ from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import InvalidSettingError, PortalError
 from portal.core.hookspecs import hookimpl
-from portal.core.specs import NoticeSourceContext, NoticeSourceSpec
+from portal.core.settings import boolean, positive_float
+from portal.core.specs import NoticeSourceContext, NoticeSourceSpec, SettingSpec
 
 __all__ = ["GRACE_ENV", "SignalNoticeSource", "detect_platform"]
 
@@ -55,7 +56,7 @@ def detect_platform(environ: Mapping[str, str]) -> str | None:
 
 
 def _grace_from(context: NoticeSourceContext) -> float:
-    raw, where = context.settings.get("sigterm_grace_s"), "setting sigterm_grace_s"
+    raw, where = context.settings.get("sigterm.grace_s"), "setting sigterm.grace_s"
     if raw is None:
         raw, where = context.environ.get(GRACE_ENV), GRACE_ENV
     if raw is None:
@@ -73,13 +74,13 @@ def _grace_from(context: NoticeSourceContext) -> float:
 
 
 def _enabled_from(context: NoticeSourceContext) -> bool | None:
-    raw = context.settings.get("sigterm_notices", context.environ.get(ENABLE_ENV))
+    raw = context.settings.get("sigterm.notices", context.environ.get(ENABLE_ENV))
     if raw is None or isinstance(raw, bool):
         return raw
     text = str(raw).strip().lower()
     if text in _TRUE | _FALSE:
         return text in _TRUE
-    raise InvalidSettingError(f"sigterm_notices={raw!r} is not valid: give true or false")
+    raise InvalidSettingError(f"sigterm.notices={raw!r} is not valid: give true or false")
 
 
 class SignalNoticeSource:
@@ -133,7 +134,7 @@ class SignalNoticeSource:
 
     def detect(self) -> bool:
         """Whether the process runs where SIGTERM announces the end (Kubernetes, Slurm), or the
-        source was enabled explicitly (``sigterm_notices`` / ``PORTAL_SIGTERM_NOTICES``)."""
+        source was enabled explicitly (``sigterm.notices`` / ``PORTAL_SIGTERM_NOTICES``)."""
         return self.enabled if self.enabled is not None else self.platform is not None
 
     @property
@@ -254,4 +255,25 @@ def portal_notice_sources() -> list[NoticeSourceSpec]:
             factory=SignalNoticeSource.from_context,
             description="SIGTERM as a preemption notice (Kubernetes, Slurm), with a grace period",
         )
+    ]
+
+
+@hookimpl
+def portal_settings() -> list[SettingSpec]:
+    return [
+        SettingSpec(
+            name="sigterm.grace_s",
+            parse=positive_float,
+            default=DEFAULT_GRACE_S,
+            env=GRACE_ENV,
+            description="seconds between SIGTERM and the kill (Kubernetes' "
+            "terminationGracePeriodSeconds, Slurm's GraceTime)",
+        ),
+        SettingSpec(
+            name="sigterm.notices",
+            parse=boolean,
+            env=ENABLE_ENV,
+            description="take SIGTERM as a notice everywhere (true) or nowhere (false); unset: "
+            "under Kubernetes and Slurm",
+        ),
     ]

@@ -115,12 +115,12 @@ class GcpNoticeSource(WatchingNoticeSource):
         s = context.settings
         env = context.environ
         return cls(
-            host=s.get("gcp_metadata_host") or env.get(HOST_ENV) or env.get(IP_ENV) or None,
+            host=s.get("gcp.metadata_host") or env.get(HOST_ENV) or env.get(IP_ENV) or None,
             dmi_dir=s.get("dmi_dir"),
             clock=context.clock,
-            hang_s=float(s.get("gcp_hang_s", 30.0)),
-            preemption_notice_s=float(s.get("gcp_preemption_notice_s", SPOT_NOTICE_S)),
-            maintenance_notice_s=float(s.get("gcp_maintenance_notice_s", MAINTENANCE_NOTICE_S)),
+            hang_s=float(s.get("gcp.hang_s") or 30.0),
+            preemption_notice_s=float(s.get("gcp.preemption_notice_s") or SPOT_NOTICE_S),
+            maintenance_notice_s=float(s.get("gcp.maintenance_notice_s") or MAINTENANCE_NOTICE_S),
         )
 
     # --- what the watchers watch ---------------------------------------------------------------

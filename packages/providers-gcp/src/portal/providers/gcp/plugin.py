@@ -4,7 +4,8 @@ Nothing of the provider is imported until Portal builds the source or reads the 
 """
 
 from portal.core.hookspecs import hookimpl
-from portal.core.specs import CatalogSpec, NoticeSourceSpec
+from portal.core.settings import positive_float, text
+from portal.core.specs import CatalogSpec, NoticeSourceSpec, SettingSpec
 from portal.providers.base.registration import provider_specs
 
 SPECS = provider_specs(
@@ -13,6 +14,32 @@ SPECS = provider_specs(
     catalog="portal.providers.gcp.catalog:load_machine_types",
     source_description="Compute Engine Spot/preemptible preemption and terminating host maintenance, "
     "from the metadata server (hanging GETs)",
+    settings=[
+        SettingSpec(
+            name="gcp.metadata_host",
+            parse=text,
+            env="GCE_METADATA_HOST",
+            description="the metadata server as host[:port], for a test server",
+        ),
+        SettingSpec(
+            name="gcp.hang_s",
+            parse=positive_float,
+            default=30.0,
+            description="seconds a hanging GET waits for a change",
+        ),
+        SettingSpec(
+            name="gcp.preemption_notice_s",
+            parse=positive_float,
+            default=30.0,
+            description="the notice a preemption gives (30 s on Spot VMs)",
+        ),
+        SettingSpec(
+            name="gcp.maintenance_notice_s",
+            parse=positive_float,
+            default=60.0,
+            description="the notice a terminating host maintenance gives",
+        ),
+    ],
     catalog_description="common Compute Engine spot machine types (vCPUs, memory, GPUs)",
 )
 
@@ -25,3 +52,8 @@ def portal_notice_sources() -> list[NoticeSourceSpec]:
 @hookimpl
 def portal_catalogs() -> list[CatalogSpec]:
     return list(SPECS.catalogs)
+
+
+@hookimpl
+def portal_settings() -> list[SettingSpec]:
+    return list(SPECS.settings)
