@@ -20,6 +20,7 @@ PACKAGES = [
     name
     for name in (
         "core",
+        "testing",
         "capture",
         "storage",
         "providers-base",
@@ -218,7 +219,7 @@ def lint(session: nox.Session) -> None:
                 "--pep621-dev-dependency-groups",
                 "testing,test",
                 "--per-rule-ignores",
-                # The contract suites (portal.core.testing) are pytest classes for test suites.
+                # The contract suites (portal.testing) are pytest classes for test suites.
                 "DEP002=" + "|".join(unimported) + ",DEP004=pytest",
                 "--no-ansi",
             )

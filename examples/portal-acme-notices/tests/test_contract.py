@@ -9,7 +9,7 @@ import pytest
 from portal_acme.plugin import AcmeNotices
 
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import NoticeSourceContract
+from portal.testing import NoticeSourceContract
 
 
 class TestAcmeNotices(NoticeSourceContract):

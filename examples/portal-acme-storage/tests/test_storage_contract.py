@@ -8,7 +8,7 @@ import pytest
 from portal_acme_storage.plugin import AcmeStorage
 
 from portal.core.specs import StorageBackend
-from portal.core.testing import StorageBackendContract
+from portal.testing import StorageBackendContract
 
 
 class TestAcmeStorage(StorageBackendContract):

@@ -6,7 +6,7 @@ import pluggy
 import pytest
 
 from portal.core.plugins import Plugins, get_plugin_manager
-from portal.core.testing import FakeClock
+from portal.testing import FakeClock
 
 
 @pytest.fixture

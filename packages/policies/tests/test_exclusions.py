@@ -5,9 +5,9 @@ from policies_factories import C7I_LARGE, spot
 
 from portal.core.errors import InvalidArgumentError
 from portal.core.specs import PlacementContext
-from portal.core.testing import FakeClock
 from portal.policies import EXCLUSION_S, PoolExclusions
 from portal.policies.exclusions import EXCLUDED_UNTIL
+from portal.testing import FakeClock
 
 
 def test_a_reclaiming_pool_is_left_out_for_30_minutes(clock: FakeClock) -> None:

@@ -18,8 +18,8 @@ from policies_factories import (
 
 from portal.core.errors import InvalidArgumentError
 from portal.core.specs import PlacementContext
-from portal.core.testing import FakeClock
 from portal.policies import OnSpec, PlacementRequest, Planner, PoolExclusions
+from portal.testing import FakeClock
 
 
 def plan_for(state_gb: float, request: PlacementRequest, offers=None, exclusions=None):  # type: ignore[no-untyped-def]

@@ -24,8 +24,8 @@ from policies_factories import (
 from portal.core.domain import Decision, Offer, Verdict
 from portal.core.errors import InvalidSettingError
 from portal.core.specs import PlacementContext, PlacementPolicy, StateMeasure
-from portal.core.testing import PlacementPolicyContract
 from portal.policies import CheaperPolicy, ReturnPolicy, SpotPolicy
+from portal.testing import PlacementPolicyContract
 
 # --- the contract, for every policy --------------------------------------------------------------
 

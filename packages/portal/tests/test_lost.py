@@ -18,7 +18,7 @@ from portal.core.domain import Job, JobState
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins
 from portal.core.settings import Settings
-from portal.core.testing import FakeClock
+from portal.testing import FakeClock
 
 RULES = LostJobRules()
 T0 = 1_000_000.0  # node last heard

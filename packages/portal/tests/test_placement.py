@@ -23,11 +23,11 @@ from portal.core.errors import InvalidArgumentError, InvalidSettingError
 from portal.core.plugins import Plugins
 from portal.core.settings import Settings
 from portal.core.specs import StateMeasure
-from portal.core.testing import FakeClock
 from portal.policies import PlacementRequest, SimulatedCloud
 from portal.sim.machines import SimulatedMachines, load_cloud
 from portal.sim.outgrow import SpotWatch
 from portal.sim.placing import SimulatedPlacing
+from portal.testing import FakeClock
 
 KB = 1000
 MIN = 60.0

@@ -13,7 +13,6 @@ import pytest
 from portal.core.domain import NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.aws.notices import (
     INSTANCE_ACTION,
     MAINTENANCE,
@@ -22,6 +21,7 @@ from portal.providers.aws.notices import (
 )
 from portal.providers.aws.testing import FakeIMDS, iso_time
 from portal.providers.base.testing import loopback_only
+from portal.testing import FakeClock, NoticeSourceContract
 
 FAST = {"poll_interval_s": 0.05, "slow_interval_s": 0.05, "request_timeout_s": 1.0}
 

@@ -14,10 +14,10 @@ import pytest
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.azure.notices import AzureNoticeSource
 from portal.providers.azure.testing import EVENTS_PATH, FakeAzureMetadata
 from portal.providers.base.testing import loopback_only
+from portal.testing import FakeClock, NoticeSourceContract
 
 FAST = {"poll_interval_s": 0.2, "request_timeout_s": 1.0}
 

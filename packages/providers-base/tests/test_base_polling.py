@@ -15,9 +15,9 @@ from providers_base_acme import PREEMPT_PATH, FakeAcme, load_example
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import InvalidSettingError, PortalError
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.base.polling import PollingNoticeSource
 from portal.providers.base.testing import loopback_only
+from portal.testing import FakeClock, NoticeSourceContract
 
 
 @pytest.fixture(autouse=True)

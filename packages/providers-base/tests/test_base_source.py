@@ -10,11 +10,11 @@ import pytest
 from providers_base_acme import FakeAcme, load_example
 
 from portal.core.domain import NoticeKind
-from portal.core.testing import FakeClock
 from portal.providers.base.dmi import read_dmi
 from portal.providers.base.metadata import Answer, MetadataUnavailable
 from portal.providers.base.polling import PollingNoticeSource
 from portal.providers.base.testing import loopback_only
+from portal.testing import FakeClock
 
 
 @pytest.fixture(autouse=True)

@@ -10,13 +10,13 @@ import pytest
 from portal.core.errors import InvalidArgumentError
 from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.local import (
     NOTICE_DIR_ENV,
     LocalNoticeSource,
     deliver_notice,
     withdraw_notice,
 )
+from portal.testing import FakeClock, NoticeSourceContract
 
 
 class TestLocalNoticeSource(NoticeSourceContract):

@@ -14,8 +14,8 @@ import pytest
 from portal.core.errors import InvalidSettingError, PortalError
 from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.sigterm import SignalNoticeSource, detect_platform
+from portal.testing import FakeClock, NoticeSourceContract
 
 
 def _send_sigterm(source: SignalNoticeSource) -> None:

@@ -14,10 +14,10 @@ import pytest
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSource, NoticeSourceContext
-from portal.core.testing import FakeClock, NoticeSourceContract
 from portal.providers.base.testing import loopback_only
 from portal.providers.gcp.notices import GcpNoticeSource
 from portal.providers.gcp.testing import FakeGCEMetadata
+from portal.testing import FakeClock, NoticeSourceContract
 
 PREEMPTED = "/computeMetadata/v1/instance/preempted"
 MAINTENANCE = "/computeMetadata/v1/instance/maintenance-event"

@@ -14,8 +14,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from portal.core.testing import FakeClock
 from portal.storage import CheckpointStore, MemoryKeyStore
+from portal.testing import FakeClock
 
 DATA = Path(__file__).parent / "data"
 HERE = DATA / "golden-v1"

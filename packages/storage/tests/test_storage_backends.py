@@ -13,9 +13,9 @@ from portal.core.errors import PluginError
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.specs import StorageBackend, StorageBackendSpec
-from portal.core.testing import StorageBackendContract
 from portal.storage.backend import FsspecBackend, LocalBackend, open_backend, scheme_of
 from portal.storage.errors import InvalidStorageUrlError, MissingExtraError
+from portal.testing import StorageBackendContract
 
 
 class _Contract(StorageBackendContract):

@@ -10,9 +10,9 @@ import make_golden as golden
 import pytest
 
 from portal.core.domain import CheckpointState
-from portal.core.testing import FakeClock
 from portal.storage import CheckpointStore, MemoryKeyStore
 from portal.storage.layout import chunks_prefix, packs_prefix
+from portal.testing import FakeClock
 
 
 @pytest.mark.parametrize("version", ["v1", "v2"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from portal.core.testing import FakeClock
 from portal.storage import (
     CheckpointDeadlineError,
     CheckpointStore,
@@ -15,6 +14,7 @@ from portal.storage import (
 )
 from portal.storage.backend import open_backend
 from portal.storage.retry import is_transient
+from portal.testing import FakeClock
 
 
 class Flaky:

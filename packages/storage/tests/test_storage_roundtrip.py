@@ -206,7 +206,7 @@ def test_missing_things_have_clear_errors(make_store: MakeStore) -> None:
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
 def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
-    from portal.core.testing import FakeClock
+    from portal.testing import FakeClock
 
     clock = FakeClock()
     store = make_store(kind, chunk_size=CHUNK, pack_size=2 * CHUNK, clock=clock)
@@ -255,7 +255,7 @@ def test_gc_keeps_what_is_referenced(kind: str, make_store: MakeStore) -> None:
 
 def test_gc_keeps_a_pack_while_any_live_checkpoint_points_into_it(make_store: MakeStore) -> None:
     """A pack with a single chunk still referenced is kept whole, with its dead chunks."""
-    from portal.core.testing import FakeClock
+    from portal.testing import FakeClock
 
     clock = FakeClock()
     store = make_store("file", chunk_size=CHUNK, clock=clock)

@@ -2,7 +2,7 @@
 
 Everything time-based in Portal (notice deadlines, lost-job rules, probe intervals, retries) takes
 a :class:`Clock` instead of calling :mod:`time` directly, so tests move time forward without
-sleeping. :class:`SystemClock` is the real one; :class:`portal.core.testing.FakeClock` the test one.
+sleeping. :class:`SystemClock` is the real one; :class:`portal.testing.FakeClock` the test one.
 """
 
 from __future__ import annotations

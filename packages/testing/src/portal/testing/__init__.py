@@ -1,9 +1,10 @@
-"""Test helpers for Portal and for plugin authors.
+"""Test helpers for Portal and for plugin authors (``pip install portal-testing``, released in
+lockstep with portal-core).
 
 Subclass the contract classes in your own test suite (name the subclass ``Test...``), implement
 their factory methods, and pytest runs the whole contract against your plugin::
 
-    from portal.core.testing import NoticeSourceContract
+    from portal.testing import NoticeSourceContract
 
     class TestAcmeNotices(NoticeSourceContract):
         def make_source(self):
@@ -11,11 +12,12 @@ their factory methods, and pytest runs the whole contract against your plugin::
         def announce(self, source, seconds):
             self.fake.preempt(in_seconds=seconds)
 
-Requires pytest (``pip install portal-core[testing]``).
+A subclass may not quietly replace a standard test: ``test_no_overrides`` fails unless the
+override is marked ``@pytest.mark.xfail(reason=...)``.
 """
 
-from portal.core.testing.clock import FakeClock
-from portal.core.testing.contracts import (
+from portal.testing.clock import FakeClock
+from portal.testing.contracts import (
     NoticeSourceContract,
     PlacementPolicyContract,
     StorageBackendContract,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
-from portal.core.testing import FakeClock
+from portal.testing import FakeClock
 
 
 def test_fake_clock_moves_only_when_told() -> None:

@@ -32,7 +32,39 @@ from portal.core.specs import (
 __all__ = ["NoticeSourceContract", "PlacementPolicyContract", "StorageBackendContract"]
 
 
-class NoticeSourceContract:
+class _Contract:
+    """Holds a contract whole: an implementer may not quietly replace one of its tests.
+
+    A subclass that overrides a standard test (to pass, or to skip it) must say why, with
+    ``@pytest.mark.xfail(reason=...)`` on its override: the gap is then in the open, and with
+    strict xfail the override fails the day the plugin starts to pass (langchain's
+    ``test_no_overrides``)."""
+
+    def test_no_overrides(self) -> None:
+        silent = []
+        for contract in type(self).__mro__:
+            if _Contract not in contract.__bases__:
+                continue
+            for name, standard in vars(contract).items():
+                if not name.startswith("test_") or name == "test_no_overrides":
+                    continue
+                mine = getattr(type(self), name)
+                if mine is standard or _explained(mine):
+                    continue
+                silent.append(f"{contract.__name__}.{name}")
+        assert not silent, (
+            f"{type(self).__name__} overrides the standard test(s) {', '.join(silent)} without "
+            "saying why: remove the override, or mark it @pytest.mark.xfail(reason='why this "
+            "plugin cannot do it')"
+        )
+
+
+def _explained(test: object) -> bool:
+    marks = getattr(test, "pytestmark", [])
+    return any(m.name == "xfail" and m.kwargs.get("reason") for m in marks)
+
+
+class NoticeSourceContract(_Contract):
     """What a notice source must do. Implement :meth:`make_source` and :meth:`announce`."""
 
     #: How long to keep polling for an announced notice before failing.
@@ -109,7 +141,7 @@ class NoticeSourceContract:
         src.close()
 
 
-class StorageBackendContract:
+class StorageBackendContract(_Contract):
     """What a storage backend must do. Implement :meth:`make_backend` (an empty root)."""
 
     def make_backend(self) -> StorageBackend:
@@ -179,7 +211,7 @@ def _sample_offers() -> list[Offer]:
     ]
 
 
-class PlacementPolicyContract:
+class PlacementPolicyContract(_Contract):
     """What a placement policy must do. Implement :meth:`make_policy`."""
 
     def make_policy(self) -> PlacementPolicy:
