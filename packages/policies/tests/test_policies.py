@@ -23,7 +23,7 @@ from policies_factories import (
 
 from portal.core.domain import Decision, Offer, Verdict
 from portal.core.errors import InvalidSettingError
-from portal.core.specs import PlacementContext, PlacementPolicy, StateMeasure
+from portal.core.specs import PlacementContext, PlacementPolicy, RunningJobPolicy, StateMeasure
 from portal.policies import CheaperPolicy, ReturnPolicy, SpotPolicy
 from portal.testing import PlacementPolicyContract
 
@@ -208,6 +208,38 @@ def test_no_on_demand_that_fits_is_a_warning_not_a_move() -> None:
         job(), [current, on_demand(C7I_LARGE)], ctx(checkpoint(12 * GB), current_offer=current)
     )
     assert decisions[0].verdict is Verdict.WARN and "no on-demand offer fits" in decisions[0].reason
+
+
+def test_a_spot_only_job_is_warned_and_left_where_a_move_would_take_it_off_spot() -> None:
+    current = spot(C7I_LARGE)
+    decisions = SpotPolicy({"bounds": bounds()}).watch(
+        job(),
+        [current, on_demand(M7I_2XL)],
+        ctx(checkpoint(12 * GB), current_offer=current, spot_only=True),
+    )
+    assert [d.verdict for d in decisions] == [Verdict.WARN]
+    assert decisions[0].reason.startswith(
+        "spot aws c7i.large (us-east-1) kept because the job runs on spot only: this job's "
+        "state (12.0 GB, its checkpoint as stored) exceeds"
+    )
+    with pytest.raises(InvalidSettingError, match="spot_only has value 'sometimes'"):
+        SpotPolicy({"bounds": bounds()}).watch(
+            job(), [current], ctx(checkpoint(12 * GB), current_offer=current, spot_only="sometimes")
+        )
+
+
+def test_the_spot_policy_watches_running_jobs_through_the_capability_protocol() -> None:
+    """The node asks a policy it looked up by name; ``watch`` is what it calls, and it is
+    move-when-over alone (no per-offer ranking)."""
+    policy = SpotPolicy({"bounds": bounds()})
+    assert isinstance(policy, RunningJobPolicy)
+    current = spot(C7I_LARGE)
+    decisions = policy.watch(
+        job(), [current, on_demand(M7I_2XL)], ctx(checkpoint(12 * GB), current_offer=current)
+    )
+    assert [d.verdict for d in decisions] == [Verdict.PROVISION, Verdict.MOVE]
+    assert policy.watch(job(), [current], ctx(checkpoint(1 * GB), current_offer=current)) == []
+    assert not isinstance(CheaperPolicy({"bounds": bounds()}), RunningJobPolicy)
 
 
 def test_what_a_running_job_asked_for_never_moves_it() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,14 @@ from simcloud import CLOUD
 from portal.cli.placement import Placement
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
-from portal.core.domain import CapacityClass, Job, Verdict
+from portal.core.domain import CapacityClass, Decision, Job, Offer, Verdict
 from portal.core.errors import InvalidArgumentError, InvalidSettingError
-from portal.core.plugins import Plugins
+from portal.core.hookspecs import hookimpl
+from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.settings import Settings
-from portal.core.specs import StateMeasure
+from portal.core.specs import PlacementContext, PlacementPolicySpec, StateMeasure
 from portal.policies import PlacementRequest, SimulatedCloud
+from portal.policies import plugin as policies_plugin
 from portal.sim.machines import SimulatedMachines, load_cloud
 from portal.sim.outgrow import SpotWatch
 from portal.sim.placing import SimulatedPlacing
@@ -35,8 +37,12 @@ AWS_SPOT = "spot:aws:c7i.large:us-east-1"
 
 
 def make_plane(home: Path, clock: FakeClock, **values: Any) -> ControlPlane:
+    """A plane whose plugins are Portal's policies alone: the spot watch finds its policy by
+    name among them, as it does among the installed ones."""
     settings = Settings.load({"home": str(home), **values}, environ={})
-    return ControlPlane(settings, clock=clock, plugins=Plugins.load(autoload=False))
+    pm = get_plugin_manager(autoload=False)
+    pm.register(policies_plugin, name="policies")
+    return ControlPlane(settings, clock=clock, plugins=Plugins(pm))
 
 
 @pytest.fixture
@@ -222,6 +228,43 @@ def test_measured_at_every_check_and_moved_once_over(plane: ControlPlane, tmp_pa
     notices = list(plane.paths(watch.job_id).notices.glob("*.json"))
     assert len(notices) == 1  # the node pauses its own job for the move
     assert watch.checked(90 * KB, partial=False) == []  # moving already: nothing twice
+
+
+class _KeepingSpot:
+    """A third party's ``spot`` policy (Portal's blocked): it keeps every job where it is."""
+
+    name = "spot"
+
+    def evaluate(
+        self, job: Job, offers: Sequence[Offer], context: PlacementContext
+    ) -> list[Decision]:
+        return []
+
+    def watch(self, job: Job, offers: Sequence[Offer], context: PlacementContext) -> list[Decision]:
+        current = context.settings["current_offer"]
+        return [
+            Decision(policy="acme", verdict=Verdict.WARN, reason="acme keeps it", offer=current)
+        ]
+
+
+class _AcmePolicies:
+    @hookimpl
+    def portal_placement_policies(self) -> list[PlacementPolicySpec]:
+        return [PlacementPolicySpec(name="spot", factory=lambda config: _KeepingSpot())]
+
+
+def test_the_watch_asks_the_policy_registered_as_spot(clock: FakeClock, tmp_path: Path) -> None:
+    """The node's watch looks its policy up by name: a plugin's ``spot`` (Portal's own blocked)
+    decides, and what it says is carried out and recorded."""
+    settings = Settings.load({"home": str(tmp_path / "home")}, environ={})
+    pm = get_plugin_manager(autoload=False)
+    pm.register(_AcmePolicies(), name="acme")
+    plane = ControlPlane(settings, clock=clock, plugins=Plugins(pm))
+    watch = _watched(plane, tmp_path)
+    decisions = watch.checked(60 * KB, partial=False)  # over the bound: Portal's would move it
+    assert [(d.verdict, d.reason) for d in decisions] == [(Verdict.WARN, "acme keeps it")]
+    assert _kinds(plane, watch.job_id).count("spot.kept") == 1 and watch.target is None
+    plane.store.close()
 
 
 def test_move_when_over_off_warns_once_and_stays(clock: FakeClock, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "PlacementContext",
     "PlacementPolicy",
     "PlacementPolicySpec",
+    "RunningJobPolicy",
     "SerializerSpec",
     "SettingSpec",
     "StateMeasure",
@@ -243,6 +244,21 @@ class PlacementPolicy(Protocol):
     name: str
 
     def evaluate(
+        self, job: Job, offers: Sequence[Offer], context: PlacementContext
+    ) -> list[Decision]: ...
+
+
+@runtime_checkable
+class RunningJobPolicy(Protocol):
+    """A policy that also watches a running job (optional capability of a
+    :class:`PlacementPolicy`): the node asks it at every checkpoint check, with the offer the job
+    runs on in ``context`` (the ``current_offer`` setting) and its latest measure, what to do now.
+    It answers ``provision`` then ``move`` to move the job, ``warn`` to keep it where it is with
+    a reason, or nothing."""
+
+    name: str
+
+    def watch(
         self, job: Job, offers: Sequence[Offer], context: PlacementContext
     ) -> list[Decision]: ...
 

@@ -9,6 +9,8 @@ can evolve without changing core. These are the keys Portal's policies read:
     The ``--on`` spec the job is pinned to (a string or an :class:`OnSpec`).
 ``spot.move_when_over``
     Whether a job that outgrows its spot notice is moved (default true).
+``spot_only``
+    The job was run with ``--spot-only``: on-demand capacity is not its to take (default false).
 ``storage.route``
     ``same_region``, ``cross_region`` or ``local_disk``; otherwise derived from ``storage_url``
     (a ``file://`` or plain path is a local disk) and ``storage.region`` (another region than
@@ -31,6 +33,7 @@ __all__ = [
     "CURRENT_OFFER",
     "MOVE_WHEN_OVER",
     "ON",
+    "SPOT_ONLY",
     "STORAGE_REGION",
     "STORAGE_ROUTE",
     "STORAGE_URL",
@@ -40,6 +43,7 @@ __all__ = [
 CURRENT_OFFER = "current_offer"
 ON = "on"
 MOVE_WHEN_OVER = "spot.move_when_over"
+SPOT_ONLY = "spot_only"
 STORAGE_ROUTE = "storage.route"
 STORAGE_REGION = "storage.region"
 STORAGE_URL = "storage_url"
@@ -56,6 +60,16 @@ def _bad(name: str, value: object, accepted: str) -> InvalidSettingError:
     )
 
 
+def _flag(settings: Mapping[str, Any], name: str, *, default: bool) -> bool:
+    value = settings.get(name, default)
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in _TRUE | _FALSE:
+        raise _bad(name, value, "true or false")
+    return text in _TRUE
+
+
 @attrs.frozen(kw_only=True)
 class PlacementOptions:
     """Validated placement settings (build with :meth:`read`)."""
@@ -63,6 +77,7 @@ class PlacementOptions:
     current: Offer | None = None
     on: OnSpec | None = None
     move_when_over: bool = True
+    spot_only: bool = False
     route: StorageRoute | None = None
     storage_region: str | None = None
     storage_url: str | None = None
@@ -77,12 +92,8 @@ class PlacementOptions:
             on = OnSpec.parse(on)
         elif on is not None and not isinstance(on, OnSpec):
             raise _bad(ON, on, "an --on spec such as spot:aws:c7i.large:us-east-1")
-        move = settings.get(MOVE_WHEN_OVER, True)
-        if not isinstance(move, bool):
-            text = str(move).strip().lower()
-            if text not in _TRUE | _FALSE:
-                raise _bad(MOVE_WHEN_OVER, move, "true or false")
-            move = text in _TRUE
+        move = _flag(settings, MOVE_WHEN_OVER, default=True)
+        spot_only = _flag(settings, SPOT_ONLY, default=False)
         route = settings.get(STORAGE_ROUTE)
         if route is not None:
             try:
@@ -95,6 +106,7 @@ class PlacementOptions:
             current=current,
             on=on,
             move_when_over=move,
+            spot_only=spot_only,
             route=route,
             storage_region=str(region) if region else None,
             storage_url=str(url) if url else None,

@@ -5,11 +5,12 @@ Placing: spot offers cheapest first, then on-demand ones as the fallback; a spot
 notice cannot save the measured state is left out, and a new job whose request is over the bound
 is placed with a warning (what it asks for is a guess).
 
-Move when over: a job running on spot whose latest measure is over its machine's bound is moved
-to the cheapest on-demand machine that fits. The policy answers ``provision`` (ahead) then
-``move`` (once ready), each naming the figure and the bound. It is a pure function of the latest
-measure, so a job that grows after a first warning is caught at the next check.
-``spot.move_when_over: false`` turns it off, and a job pinned by an exact ``--on`` stays, warned.
+Move when over (:meth:`SpotPolicy.watch`, asked by the node at every check): a job running on
+spot whose latest measure is over its machine's bound is moved to the cheapest on-demand machine
+that fits. The policy answers ``provision`` (ahead) then ``move`` (once ready), each naming the
+figure and the bound. It is a pure function of the latest measure, so a job that grows after a
+first warning is caught at the next check. ``spot.move_when_over: false`` turns it off; a job
+pinned by an exact ``--on``, or run ``--spot-only``, stays, warned.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ class SpotPolicy(Policy):
         )
         return decisions
 
+    def watch(self, job: Job, offers: Sequence[Offer], context: PlacementContext) -> list[Decision]:
+        """What to do now about ``job`` running on the context's current offer
+        (:class:`~portal.core.specs.RunningJobPolicy`): move it off spot when over, or warn."""
+        screen, options = self.screen(job, context)
+        return self.move_when_over(offers, screen, options)
+
     def move_when_over(
         self, offers: Sequence[Offer], screen: Screen, options: PlacementOptions
     ) -> list[Decision]:
@@ -88,6 +95,8 @@ class SpotPolicy(Policy):
         ]
         if not targets:
             return [self._warn(wording.kept_no_fit(current, measure, bound), current, figures)]
+        if options.spot_only:  # on-demand is not this job's to take
+            return [self._warn(wording.kept_spot_only(current, measure, bound), current, figures)]
         target = min(targets, key=lambda o: (o.price_per_hour, o.describe()))
         return self._provision_then_move(target, current, measure, bound, figures)
 

@@ -2,8 +2,8 @@
 
 On a simulated spot machine the node measures the job again at every checkpoint check: the
 check's rehearsal (the bytes a checkpoint would take now) when it ran whole, else the job
-process's resident memory. The spot policy decides on that measure
-(:meth:`portal.policies.SpotPolicy.move_when_over`): while it fits, nothing happens; once it is
+process's resident memory. The placement policy registered as ``spot`` decides on that measure
+(its ``watch``: :meth:`portal.policies.SpotPolicy.watch` unless a plugin replaces it): while it fits, nothing happens; once it is
 over what the notice can save, the cheapest on-demand machine that fits is provisioned ahead
 (event ``spot.provision``), and as soon as it is ready (a simulated machine is ready at once) the
 move starts (event ``spot.move``): the node gives its own job a notice, the job pauses and is
@@ -22,11 +22,12 @@ from collections.abc import Mapping
 
 from portal.control.plane import ControlPlane
 from portal.core.domain import Decision, JobState, Verdict
+from portal.core.plugins import call_factory
+from portal.core.specs import RunningJobPolicy
 from portal.node.launch import launch_node
 from portal.node.measure import resident_bytes
 from portal.node.observer import OBSERVER_ENV
-from portal.policies import Figure, SpotPolicy, StateSample, choose
-from portal.policies.wording import kept_spot_only
+from portal.policies import Figure, StateSample, choose
 from portal.providers.local import deliver_notice
 from portal.sim.machines import MACHINE_ENV, Machine
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
@@ -35,6 +36,8 @@ __all__ = ["SpotWatch", "node_environ"]
 
 log = logging.getLogger("portal.sim.outgrow")
 
+#: The placement policy that watches a job on a spot machine, by its registered name.
+WATCH_POLICY = "spot"
 #: Event kinds, by the spot policy's verdict.
 _KINDS = {Verdict.PROVISION: "spot.provision", Verdict.MOVE: "spot.move", Verdict.WARN: "spot.kept"}
 
@@ -58,6 +61,7 @@ class SpotWatch:
         self.target: Machine | None = None
         self._warned = False
         self._spot_only_job: bool | None = None
+        self._unwatched = False
 
     @classmethod
     def for_node(
@@ -112,26 +116,30 @@ class SpotWatch:
         measure = choose(samples)
         if measure is None:
             return []
-        policy = SpotPolicy({"bounds": self.placing.bounds()})
-        context = self.placing.context(measure, self.machine.offer, pinned=self.machine.on)
-        screen, options = policy.screen(self.plane.job(self.job_id), context)
-        decisions = policy.move_when_over(self.placing.offers(), screen, options)
-        bound = screen.bound_of(self.machine.offer)
-        moving = [d for d in decisions if d.verdict is Verdict.PROVISION]
-        if moving and bound is not None and self._spot_only():
-            # on-demand is not this job's to take: warn instead, as for a job pinned by --on
-            decisions = [
-                Decision(
-                    policy=moving[0].policy,
-                    verdict=Verdict.WARN,
-                    reason=kept_spot_only(self.machine.offer, measure, bound),
-                    offer=self.machine.offer,
-                    figures=moving[0].figures,
-                )
-            ]
+        policy = self._policy()
+        if policy is None:
+            return []
+        context = self.placing.context(
+            measure, self.machine.offer, pinned=self.machine.on, spot_only=self._spot_only()
+        )
+        decisions = policy.watch(self.plane.job(self.job_id), self.placing.offers(), context)
         for decision in decisions:
             self._carry_out(decision)
         return decisions
+
+    def _policy(self) -> RunningJobPolicy | None:
+        """The ``spot`` policy, looked up by name among the installed placement policies (a
+        plugin may replace Portal's); None, logged once, when it does not watch running jobs."""
+        spec = self.plane.plugins.placement_policy(WATCH_POLICY)
+        policy = call_factory(
+            spec.factory, {"bounds": self.placing.bounds()}, what=f"policy {WATCH_POLICY!r}"
+        )
+        if isinstance(policy, RunningJobPolicy):
+            return policy
+        if not self._unwatched:
+            self._unwatched = True
+            log.warning("placement policy %r does not watch running jobs", WATCH_POLICY)
+        return None
 
     def _carry_out(self, decision: Decision) -> None:
         data = {**decision.figures, "policy": decision.policy, "verdict": str(decision.verdict)}

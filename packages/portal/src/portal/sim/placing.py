@@ -23,7 +23,7 @@ from portal.policies import (
     RateBook,
     Sizer,
 )
-from portal.policies.options import CURRENT_OFFER, MOVE_WHEN_OVER, ON, STORAGE_ROUTE
+from portal.policies.options import CURRENT_OFFER, MOVE_WHEN_OVER, ON, SPOT_ONLY, STORAGE_ROUTE
 from portal.sim.machines import SimulatedMachines
 
 __all__ = ["SPOT_ONLY_EVENT", "SimulatedPlacing"]
@@ -64,13 +64,16 @@ class SimulatedPlacing:
         current: Offer | None = None,
         *,
         pinned: str | None = None,
+        spot_only: bool = False,
     ) -> PlacementContext:
-        """The policies' context; ``pinned`` is the exact ``--on`` the job was placed with."""
+        """The policies' context; ``pinned`` is the exact ``--on`` the job was placed with,
+        ``spot_only`` whether it was run ``--spot-only``."""
         # A simulated machine saves to its region's store: the simulated same-region rates apply,
         # though the bytes land on this disk.
         settings: dict[str, Any] = {
             STORAGE_ROUTE: "same_region",
             MOVE_WHEN_OVER: self.plane.settings.spot_move_when_over,
+            SPOT_ONLY: spot_only,
         }
         if current is not None:
             settings[CURRENT_OFFER] = current

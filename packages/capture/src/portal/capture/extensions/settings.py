@@ -16,15 +16,15 @@ import importlib
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from portal.core.specs import CaptureExtensionSpec
 
 __all__ = [
     "ChangedSetting",
+    "DecimalContext",
     "NumpyErrorHandling",
     "NumpyPrintOptions",
-    "RecursionLimit",
     "WarningsState",
     "specs",
 ]
@@ -58,19 +58,6 @@ class WarningsState:
             mutated()
 
 
-class RecursionLimit:
-    def __init__(self) -> None:
-        self.baseline = sys.getrecursionlimit()
-
-    def capture(self) -> int | None:
-        limit = sys.getrecursionlimit()
-        return None if limit == self.baseline else limit
-
-    def restore(self, limit: int | None) -> None:
-        if limit is not None:
-            sys.setrecursionlimit(limit)
-
-
 class ChangedSetting:
     """An interpreter setting carried only when the program changed it from the baseline (so a
     resumed process keeps the new machine's default for what the program left alone)."""
@@ -102,16 +89,18 @@ def _set_gc_state(state: tuple[bool, tuple[int, ...]]) -> None:
         gc.disable()
 
 
-def _capture_decimal() -> Any:
-    import decimal
+class DecimalContext:
+    """The main thread's decimal context, carried whole (a ``Context`` does not compare)."""
 
-    return decimal.getcontext().copy()
+    def capture(self) -> Any:
+        import decimal
 
+        return decimal.getcontext().copy()
 
-def _restore_decimal(context: Any) -> None:
-    import decimal
+    def restore(self, context: Any) -> None:
+        import decimal
 
-    decimal.setcontext(context)
+        decimal.setcontext(context)
 
 
 class NumpyPrintOptions:
@@ -142,65 +131,60 @@ class NumpyErrorHandling:
         np.seterr(**modes)
 
 
+class _Carried(Protocol):
+    def capture(self) -> Any: ...
+
+    def restore(self, value: Any) -> None: ...
+
+
+def _carried() -> list[tuple[str, _Carried, str, tuple[str, ...]]]:
+    """Each setting's name, what carries it, what it is, and the modules it needs loaded; in
+    the order they are restored. Built per call: each carrier reads its baseline when made."""
+    return [
+        ("warnings_filters", WarningsState(), "warnings filters the program set", ("warnings",)),
+        (
+            "recursion_limit",
+            ChangedSetting(sys.getrecursionlimit, sys.setrecursionlimit),
+            "sys.setrecursionlimit",
+            (),
+        ),
+        (
+            "decimal_context",
+            DecimalContext(),
+            "the main thread's decimal context (precision, rounding, traps, flags)",
+            ("decimal",),
+        ),
+        ("numpy_print_options", NumpyPrintOptions(), "numpy.set_printoptions", ("numpy",)),
+        ("numpy_error_handling", NumpyErrorHandling(), "numpy.seterr", ("numpy",)),
+        (
+            "int_max_str_digits",
+            ChangedSetting(sys.get_int_max_str_digits, sys.set_int_max_str_digits),
+            "sys.set_int_max_str_digits",
+            (),
+        ),
+        (
+            "switch_interval",
+            ChangedSetting(sys.getswitchinterval, sys.setswitchinterval),
+            "sys.setswitchinterval",
+            (),
+        ),
+        (
+            "gc_settings",
+            ChangedSetting(_gc_state, _set_gc_state),
+            "gc.disable/enable and gc.set_threshold",
+            (),
+        ),
+    ]
+
+
 def specs() -> list[CaptureExtensionSpec]:
-    filters = WarningsState()
-    limit = RecursionLimit()
-    numpy_print = NumpyPrintOptions()
-    numpy_errors = NumpyErrorHandling()
-    int_digits = ChangedSetting(sys.get_int_max_str_digits, sys.set_int_max_str_digits)
-    switch = ChangedSetting(sys.getswitchinterval, sys.setswitchinterval)
-    collector = ChangedSetting(_gc_state, _set_gc_state)
     return [
         CaptureExtensionSpec(
-            name="warnings_filters",
-            capture=filters.capture,
-            restore=filters.restore,
-            modules=("warnings",),
-            description="warnings filters the program set",
-        ),
-        CaptureExtensionSpec(
-            name="recursion_limit",
-            capture=limit.capture,
-            restore=limit.restore,
-            description="sys.setrecursionlimit",
-        ),
-        CaptureExtensionSpec(
-            name="decimal_context",
-            capture=_capture_decimal,
-            restore=_restore_decimal,
-            modules=("decimal",),
-            description="the main thread's decimal context (precision, rounding, traps, flags)",
-        ),
-        CaptureExtensionSpec(
-            name="numpy_print_options",
-            capture=numpy_print.capture,
-            restore=numpy_print.restore,
-            modules=("numpy",),
-            description="numpy.set_printoptions",
-        ),
-        CaptureExtensionSpec(
-            name="numpy_error_handling",
-            capture=numpy_errors.capture,
-            restore=numpy_errors.restore,
-            modules=("numpy",),
-            description="numpy.seterr",
-        ),
-        CaptureExtensionSpec(
-            name="int_max_str_digits",
-            capture=int_digits.capture,
-            restore=int_digits.restore,
-            description="sys.set_int_max_str_digits",
-        ),
-        CaptureExtensionSpec(
-            name="switch_interval",
-            capture=switch.capture,
-            restore=switch.restore,
-            description="sys.setswitchinterval",
-        ),
-        CaptureExtensionSpec(
-            name="gc_settings",
-            capture=collector.capture,
-            restore=collector.restore,
-            description="gc.disable/enable and gc.set_threshold",
-        ),
+            name=name,
+            capture=carried.capture,
+            restore=carried.restore,
+            modules=modules,
+            description=what,
+        )
+        for name, carried, what, modules in _carried()
     ]
