@@ -18,7 +18,7 @@ import pickle
 import sys
 import time
 
-from portal.capture.probe import probe
+from portal.capture.probing import probe
 
 state: object = None  # the program's state: a global, as a script would hold it
 

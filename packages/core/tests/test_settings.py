@@ -197,3 +197,14 @@ def test_a_setting_spec_refuses_a_bad_name_or_variable() -> None:
         SettingSpec(name="acme poll", parse=text)
     with pytest.raises(ValueError, match="environment variable 'portal_acme'"):
         SettingSpec(name="acme.poll", parse=text, env="portal_acme")
+
+
+def test_a_library_reading_portals_own_settings_loads_no_plugin(tmp_path: Path) -> None:
+    """plugins=False (a job's process reading the store's URL): a file's plugin keys are left to
+    their plugins, unchecked; a caller's unknown key is still refused."""
+    (tmp_path / "config.toml").write_text("storage_url = 'file:///s'\n[acme]\nendpoint = 'x'\n")
+    env = {"PORTAL_HOME": str(tmp_path)}
+    s = Settings.load(environ=env, project=False, plugins=False)
+    assert s.storage_url == "file:///s" and "acme.endpoint" not in s.values
+    with pytest.raises(InvalidSettingError, match="unknown setting 'acme.endpoint'"):
+        Settings.load({"acme.endpoint": "x"}, environ=env, project=False, plugins=False)

@@ -101,7 +101,7 @@ class _Attempt:
 
 
 def _home() -> Path:
-    return Settings.load().home
+    return Settings.load(plugins=False).home
 
 
 def find_run_dir(run_id: str, *, home: Path | None = None) -> Path:

@@ -89,7 +89,9 @@ class Volume:
         Raises ``VolumeNotFoundError`` (code ``VOLUME_NOT_FOUND``) for a missing volume, at the
         line that names it rather than later inside a container.
         """
-        resolved = url if url is not None else Settings.load(environ=environ).storage_url
+        resolved = (
+            url if url is not None else Settings.load(environ=environ, plugins=False).storage_url
+        )
         store = StoreVolume.from_name(name, create_if_missing=create_if_missing, url=resolved)
         return cls(store.name, resolved, _store=store)
 

@@ -31,7 +31,7 @@ import msgspec
 
 from portal.capture.held import HeldValues
 from portal.capture.image import CheckpointImage, write_image
-from portal.capture.probe import rehearsal_path, rehearse
+from portal.capture.probing import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import (

@@ -24,7 +24,7 @@ from portal.capture.errors import CheckpointRestoreError
 from portal.capture.extensions.signals import reinstall_after_arming
 from portal.capture.extensions.workdir import set_job_root
 from portal.capture.image import check_interpreter, check_resumable_here, read_image
-from portal.capture.probe import set_active_context
+from portal.capture.probing import set_active_context
 from portal.capture.resume import RESUMED_CODE, restore
 from portal.capture.snapshot import CaptureContext
 from portal.capture.usercode import UserCode

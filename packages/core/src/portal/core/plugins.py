@@ -12,10 +12,10 @@ so duplicate names are refused in one place, naming both distributions.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata
 from typing import Any, TypeVar
 
 import attrs
@@ -41,7 +41,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "PluginLoadFailure",
     "Plugins",
+    "call_factory",
     "get_plugin_manager",
+    "lazy_exports",
 ]
 
 log = logging.getLogger("portal.plugins")
@@ -132,6 +134,10 @@ def _load_entry_points(
     failures: list[PluginLoadFailure],
     distributions: dict[str, str],
 ) -> None:
+    # Imported here: importlib.metadata is a third of this module's import cost, and a host that
+    # builds a manager without autoload (an embedding scheduler, the runtime's tests) never needs it.
+    from importlib import metadata
+
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if normalise_name(ep.name) in blocked or pm.has_plugin(ep.name):
             continue
@@ -363,3 +369,22 @@ def call_factory(factory: Callable[..., T], *args: Any, what: str) -> T:
         raise
     except Exception as exc:
         raise PluginError(f"{what} could not be created: {type(exc).__name__}: {exc}") from exc
+
+
+# --- lazy registration ---------------------------------------------------------------------------
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that imports ``exports[name]`` (a submodule of
+    ``package``) on first access: a package's public names without importing all of it when
+    one submodule (its plugin) is loaded. Declare the same names under ``TYPE_CHECKING`` for
+    type checkers. A name may not also be a submodule's: importing the submodule would set the
+    package's attribute to the module (``portal.capture.probe`` is why its module is ``probing``)."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
+
+    return __getattr__

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -307,12 +306,14 @@ class Settings:
         environ: Mapping[str, str] | None = None,
         source: str = "settings",
         project: Path | bool | None = True,
-        plugins: Plugins | None = None,
+        plugins: Plugins | bool | None = None,
     ) -> Settings:
         """Every layer merged (see the module), validated. ``values`` come from ``source``;
         ``project``: the directory whose ``portal.toml`` counts (True: the current one; False
-        or None: none). ``plugins``' settings are resolved too; without ``plugins``, the
-        installed ones are loaded only when a layer names a setting that is not Portal's own."""
+        or None: none). ``plugins``' settings are resolved too; with None, the installed ones
+        are loaded only when a layer names a setting that is not Portal's own; with False,
+        only Portal's own are read and another key is left to the plugin that declares it (a
+        library reading its store's URL in a job's process loads no plugin)."""
         env = os.environ if environ is None else environ
         given = dict(values or {})
         home_value = env.get("PORTAL_HOME") or given.get("home")
@@ -323,11 +324,13 @@ class Settings:
             layers.append(read_settings_file(Path(directory) / PROJECT_NAME))
         layers.append({k: (v, source) for k, v in given.items()})
         named = {name: where for layer in layers for name, (_, where) in layer.items()}
-        if plugins is None and not named.keys() <= _CORE.keys():
+        if plugins is False:  # a file's other keys are its plugins' to check; a caller's are not
+            named = {n: w for n, w in named.items() if n in _CORE or n in given}
+        elif plugins is None and not named.keys() <= _CORE.keys():
             from portal.core.plugins import Plugins
 
             plugins = Plugins.load()
-        schema = _schema(plugins)
+        schema = _schema(plugins if not isinstance(plugins, bool) else None)
         for name, where in named.items():
             if name not in schema:
                 raise _unknown(name, where, schema)
@@ -440,6 +443,8 @@ def read_settings_file(path: Path) -> dict[str, tuple[Any, str]]:
             f"cannot read {path} ({why.strerror}): fix its permissions, or remove it",
             details={"file": str(path)},
         ) from None
+    import tomllib  # here: most commands find no settings file, and tomllib costs 2 ms
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as why:

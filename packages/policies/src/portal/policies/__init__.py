@@ -17,18 +17,64 @@ What hosts call::
                         bytes_per_s=..., t0_s=..., source="measured by node ...")
 """
 
-from portal.policies.bound import Bound, Bounds, bound_bytes
-from portal.policies.cheaper import CheaperPolicy
-from portal.policies.exclusions import EXCLUSION_S, PoolExclusions
-from portal.policies.measure import Figure, StateSample, choose, measure_job
-from portal.policies.options import PlacementOptions
-from portal.policies.planner import Plan, Planner
-from portal.policies.rates import MachineClass, Rate, RateBook, RateTable, StorageRoute, classify
-from portal.policies.request import Action, OnSpec, PlacementRequest
-from portal.policies.return_ import ReturnPolicy
-from portal.policies.simulated import SimulatedCloud
-from portal.policies.sizing import Sizer, SizeSource, Sizing
-from portal.policies.spot import SpotPolicy
+from typing import TYPE_CHECKING
+
+from portal.core.plugins import lazy_exports
+
+if TYPE_CHECKING:
+    from portal.policies.bound import Bound, Bounds, bound_bytes
+    from portal.policies.cheaper import CheaperPolicy
+    from portal.policies.exclusions import EXCLUSION_S, PoolExclusions
+    from portal.policies.measure import Figure, StateSample, choose, measure_job
+    from portal.policies.options import PlacementOptions
+    from portal.policies.planner import Plan, Planner
+    from portal.policies.rates import (
+        MachineClass,
+        Rate,
+        RateBook,
+        RateTable,
+        StorageRoute,
+        classify,
+    )
+    from portal.policies.request import Action, OnSpec, PlacementRequest
+    from portal.policies.return_ import ReturnPolicy
+    from portal.policies.simulated import SimulatedCloud
+    from portal.policies.sizing import Sizer, SizeSource, Sizing
+    from portal.policies.spot import SpotPolicy
+
+#: Each public name and the module it lives in: imported on first use, so that loading the
+#: plugin (``portal.policies.plugin``, with every ``portal`` command) costs none of it.
+_EXPORTS = {
+    "Action": "request",
+    "Bound": "bound",
+    "Bounds": "bound",
+    "CheaperPolicy": "cheaper",
+    "EXCLUSION_S": "exclusions",
+    "Figure": "measure",
+    "MachineClass": "rates",
+    "OnSpec": "request",
+    "PlacementOptions": "options",
+    "PlacementRequest": "request",
+    "Plan": "planner",
+    "Planner": "planner",
+    "PoolExclusions": "exclusions",
+    "Rate": "rates",
+    "RateBook": "rates",
+    "RateTable": "rates",
+    "ReturnPolicy": "return_",
+    "SimulatedCloud": "simulated",
+    "SizeSource": "sizing",
+    "Sizer": "sizing",
+    "Sizing": "sizing",
+    "SpotPolicy": "spot",
+    "StateSample": "measure",
+    "StorageRoute": "rates",
+    "bound_bytes": "bound",
+    "choose": "measure",
+    "classify": "rates",
+    "measure_job": "measure",
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = [
     "EXCLUSION_S",

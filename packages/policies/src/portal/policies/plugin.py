@@ -2,21 +2,22 @@
 simulated cloud's catalog.
 
 Each factory builds its policy from the config the host passes (``bounds`` or ``plugins``; see
-:mod:`portal.policies.base`); nothing is loaded until a policy is built.
+:mod:`portal.policies.base`). Loading this module imports nothing of the policies (every
+``portal`` command loads every plugin): the hooks import what they register when called.
 """
 
 from __future__ import annotations
 
 from portal.core.hookspecs import hookimpl
 from portal.core.specs import CatalogSpec, PlacementPolicySpec
-from portal.policies.cheaper import make_cheaper
-from portal.policies.return_ import make_return
-from portal.policies.simulated import catalog_spec
-from portal.policies.spot import make_spot
 
 
 @hookimpl
 def portal_placement_policies() -> list[PlacementPolicySpec]:
+    from portal.policies.cheaper import make_cheaper
+    from portal.policies.return_ import make_return
+    from portal.policies.spot import make_spot
+
     return [
         PlacementPolicySpec(
             name="spot",
@@ -39,4 +40,6 @@ def portal_placement_policies() -> list[PlacementPolicySpec]:
 
 @hookimpl
 def portal_catalogs() -> list[CatalogSpec]:
+    from portal.policies.simulated import catalog_spec
+
     return [catalog_spec()]

@@ -27,13 +27,12 @@ from msgspec import to_builtins
 
 from portal.control import wording
 from portal.control.backlog import BACKLOG_NAME, apply_entry
-from portal.control.carry import probe_settings_for_job, problem_key
 from portal.control.checkpoints import DAMAGED_EVENT, KEPT
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.errors import PortalError
-from portal.core.settings import Settings
+from portal.node.carry_check import CarryCheck, ProbeSchedule, outstanding_warnings
 from portal.node.journal import Journal
 from portal.node.machine import machine_facts, purchase_of
 from portal.node.measure import child_pids
@@ -55,7 +54,6 @@ from portal.runtime.protocol import (
     NotCheckpointed,
     Paused,
     ProbeReport,
-    ProblemRecord,
     RuntimeEvent,
 )
 
@@ -81,8 +79,6 @@ PROGRESS_EVERY_S = 1.0
 CONTROL_TIMEOUT_S = 2.0
 #: A job whose checkpoint check finds no pause point for this long is reported blocked (the
 #: spec's 30 s); the environment variable sets it for tests.
-BLOCKED_AFTER_ENV = "PORTAL_CAPTURE_BLOCKED_AFTER_S"
-BLOCKED_AFTER_S = 30.0
 
 
 def pause_deadline(notice: Notice, now: float) -> float:
@@ -143,11 +139,18 @@ class Node:
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
         self._pause_over = False  # the runtime abandoned or failed the notice's pause
-        self._probe = _ProbeSchedule.for_job(plane.settings, self.environ)
+        self._probe = ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
         self._probe.rehearse = self._probe.full and self._purchase == "on-demand"
-        self._warned = self._outstanding_warnings()
+        self._carry = CarryCheck(
+            self._probe,
+            clock=self.clock,
+            machine=self._machine,
+            warned=self._outstanding_warnings(),
+            notice_s=self._notice_s,
+            report=self.report,
+        )
         self._periodic = PeriodicCheckpoints.for_job(
             plane.settings, self.environ, self._purchase, self.dir
         )
@@ -161,18 +164,19 @@ class Node:
         return "local"
 
     def _outstanding_warnings(self) -> set[str]:
-        """Problems already warned about on this machine and not cleared since (one warning per
-        machine and problem, across the job's attempts here)."""
-        warned: set[str] = set()
         with contextlib.suppress(Exception):
-            for _, event in self.plane.store.events(self.job.id):
-                if event.data.get("machine") != self._machine:
-                    continue
-                if event.kind == "carry-warning":
-                    warned.add(problem_key(dict(event.data.get("problem", {}))))
-                elif event.kind == "carry-ok":
-                    warned.clear()
-        return warned
+            events = (event for _, event in self.plane.store.events(self.job.id))
+            return outstanding_warnings(events, self._machine)
+        return set()
+
+    def _notice_s(self) -> float | None:
+        """This machine's notice, for the check's warning. Local notices (`portal notice`)
+        stand for a spot machine's, of the configured default length."""
+        return self.plane.settings.notice_default_s
+
+    def _probe_report(self, event: ProbeReport) -> None:
+        self._observer.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
+        self._carry.answered(event)
 
     # --- reporting ------------------------------------------------------------------------------
 
@@ -384,7 +388,7 @@ class Node:
                 self._ask_waiting_pause(link)
             for event in link.events():
                 self._runtime_event(event)
-            self._check_carry(link)
+            self._carry.tick(link, pause_wanted=self._notice is not None)
             self._check_periodic(link)
             self._report_progress(self._stream)
             now = self.clock.monotonic()
@@ -455,95 +459,6 @@ class Node:
         elif self.clock.now() > deadline:
             self._pause_waiting = None
             self.report("pause-unreachable", wording.pause_unreachable())
-
-    # --- the checkpoint check ---------------------------------------------------------------
-
-    def _check_carry(self, link: RuntimeLink) -> None:
-        """Ask for a check when one is due; report the job blocked when none could run in time.
-        A notice always wins: no check is asked for or judged while a pause is wanted."""
-        schedule = self._probe
-        if not schedule.enabled or self._notice is not None or not link.connected:
-            return
-        now = self.clock.monotonic()
-        if now >= schedule.next_at:
-            if link.request_probe(self.clock.now() + schedule.every_s):
-                schedule.asked(now)
-            return
-        if (
-            schedule.asked_at is not None
-            and not schedule.blocked
-            and now - schedule.asked_at >= schedule.blocked_after_s
-        ):
-            schedule.blocked = True
-            reasons = list(schedule.reasons)
-            self.report(
-                "carry-blocked",
-                wording.carry_blocked(schedule.blocked_after_s, reasons),
-                machine=self._machine,
-                after_s=schedule.blocked_after_s,
-                reasons=[to_builtins(r) for r in reasons],
-            )
-
-    def _probe_report(self, event: ProbeReport) -> None:
-        self._observer.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
-        schedule = self._probe
-        was_blocked = schedule.blocked
-        schedule.answered(self.clock.monotonic())
-        if was_blocked:
-            self.report(
-                "carry-unblocked", wording.carry_unblocked(event.where), machine=self._machine
-            )
-        values = [p for p in event.problems if p.kind == "value"]
-        for problem in values:
-            key = problem_key(to_builtins(problem))
-            if key in self._warned:
-                continue
-            self._warned.add(key)
-            self.report(
-                "carry-warning",
-                wording.carry_warning(problem, self._notice_s()),
-                machine=self._machine,
-                problem=to_builtins(problem),
-            )
-        if values or event.partial:
-            if event.partial and not values and not schedule.partial_said:
-                schedule.partial_said = True
-                self.report(
-                    "carry-partial",
-                    wording.carry_partial(event.where, event.checked_bytes, event.seconds),
-                    machine=self._machine,
-                )
-            return
-        rehearsal: dict[str, Any] = {}
-        if schedule.rehearse:
-            rehearsal = {"rehearsal_bytes": event.checked_bytes, "rehearsal_seconds": event.seconds}
-            self.report(
-                "carry-rehearsal",
-                wording.rehearsed(event.where, event.checked_bytes, event.seconds),
-                machine=self._machine,
-                where=event.where,
-                bytes=event.checked_bytes,
-                seconds=event.seconds,
-            )
-        if self._warned or not schedule.passed_once:
-            self.report(
-                "carry-ok",
-                wording.carry_ok(
-                    event.where, event.checked_bytes, event.seconds, cleared=bool(self._warned)
-                ),
-                machine=self._machine,
-                where=event.where,
-                checked_bytes=event.checked_bytes,
-                seconds=event.seconds,
-                **rehearsal,
-            )
-            self._warned.clear()
-        schedule.passed_once = True
-
-    def _notice_s(self) -> float | None:
-        """This machine's notice, for the warning. Local notices (`portal notice`) stand for a
-        spot machine's, of the configured default length."""
-        return self.plane.settings.notice_default_s
 
     # --- periodic checkpoints -------------------------------------------------------------------
 
@@ -969,53 +884,3 @@ def purchase_model(machine: str, environ: Mapping[str, str]) -> str:
         if model in words:
             return model
     return "unknown"
-
-
-class _ProbeSchedule:
-    """When the node asks for the checkpoint check, and what it is waiting for."""
-
-    def __init__(
-        self, *, enabled: bool, every_s: float, blocked_after_s: float, full: bool = False
-    ) -> None:
-        self.enabled = enabled
-        self.full = full  # capture_probe = full: rehearse when the machine is on-demand
-        self.rehearse = False
-        self.every_s = every_s
-        self.blocked_after_s = blocked_after_s
-        self.next_at = 0.0  # the first check: at the job's first pause point, as soon as it can
-        self.asked_at: float | None = None
-        self.reasons: list[ProblemRecord] = []
-        self.blocked = False
-        self.passed_once = False
-        self.partial_said = False
-
-    @classmethod
-    def for_job(cls, settings: Settings, environ: Mapping[str, str]) -> _ProbeSchedule:
-        """The settings, overridden by the job's own PORTAL_CAPTURE_PROBE(_EVERY_S)."""
-        settings = probe_settings_for_job(settings, environ)
-        try:
-            blocked_after = float(environ.get(BLOCKED_AFTER_ENV, BLOCKED_AFTER_S))
-        except ValueError:
-            blocked_after = BLOCKED_AFTER_S
-        return cls(
-            enabled=settings.capture_probe != "off",
-            every_s=settings.capture_probe_every_s,
-            blocked_after_s=blocked_after,
-            full=settings.capture_probe == "full",
-        )
-
-    @property
-    def waiting(self) -> bool:
-        return self.asked_at is not None
-
-    def asked(self, now: float) -> None:
-        if self.asked_at is None:
-            self.asked_at = now
-            self.reasons = []
-        self.next_at = now + self.every_s
-
-    def answered(self, now: float) -> None:
-        self.asked_at = None
-        self.reasons = []
-        self.blocked = False
-        self.next_at = now + self.every_s

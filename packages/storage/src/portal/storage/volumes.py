@@ -119,7 +119,7 @@ class Volume:
         if url is None:
             from portal.core.settings import Settings
 
-            url = Settings.load(environ=environ).storage_url
+            url = Settings.load(environ=environ, plugins=False).storage_url
         volume = cls(name, open_backend(url, options), clock=clock)
         marker = volume._key("volume")
         if not volume._call(lambda: volume.backend.exists(marker), f"check {marker}"):

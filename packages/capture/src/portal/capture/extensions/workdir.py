@@ -247,7 +247,7 @@ def portal_folders(root: str) -> tuple[str, ...]:
     from portal.core.settings import Settings
 
     try:
-        settings = Settings.load()
+        settings = Settings.load(plugins=False)
     except Exception:  # an invalid setting is the CLI's to report, not the capture's
         return ()
     places = [str(settings.home)]
