@@ -206,5 +206,5 @@ def test_a_library_reading_portals_own_settings_loads_no_plugin(tmp_path: Path) 
     env = {"PORTAL_HOME": str(tmp_path)}
     s = Settings.load(environ=env, project=False, plugins=False)
     assert s.storage_url == "file:///s" and "acme.endpoint" not in s.values
-    with pytest.raises(InvalidSettingError, match="unknown setting 'acme.endpoint'"):
+    with pytest.raises(InvalidSettingError, match=r"unknown setting 'acme\.endpoint'"):
         Settings.load({"acme.endpoint": "x"}, environ=env, project=False, plugins=False)
