@@ -1,12 +1,12 @@
 """The built-in catalog of common azure spot machine types (vCPUs, memory, GPUs), and pool identity.
 
 The data file is ``catalog.json``, refreshed from Azure resource SKUs as README.md describes; the
-loading is portal-core's :class:`portal.core.catalog.Catalog`.
+loading is portal-providers-base's :class:`portal.providers.base.catalog.Catalog`.
 """
 
 from __future__ import annotations
 
-from portal.core.catalog import Catalog
+from portal.providers.base.catalog import Catalog
 
 __all__ = ["CATALOG", "PROVIDER", "SPOT_NOTICE_S", "find", "load_machine_types", "pool_identity"]
 
