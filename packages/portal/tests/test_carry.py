@@ -54,8 +54,8 @@ def test_a_digest_in_a_global_is_warned_in_the_specs_words(portal: PortalCli) ->
     expected = (
         "A checkpoint of this job cannot carry digest (_hashlib.HASH: TypeError: cannot pickle "
         "'_hashlib.HASH' object). Portal cannot move or suspend it while it holds them, and it "
-        "cannot be saved on a notice. If this spot machine is reclaimed (its notice is 120 s), "
-        "its work since the last checkpoint would be lost. Create them again after a pause "
+        "cannot be saved on a notice. If this machine goes, its work since the last checkpoint "
+        "would be lost. Create them again after a pause "
         f"point instead of keeping them across one (checked at {where})."
     )
     assert state["warning"] == expected

@@ -34,6 +34,7 @@ def make(clock: FakeClock, warned: set[str] | None = None) -> tuple[CarryCheck, 
         schedule,
         clock=clock,
         machine="local",
+        purchase="spot",
         warned=set() if warned is None else warned,
         notice_s=lambda: 120.0,
         report=lambda kind, message, **data: events.append((kind, message, data)),
@@ -74,6 +75,8 @@ def test_a_value_is_warned_once_until_a_check_passes_again() -> None:
         check.answered(ProbeReport(problems=[LOCK], where="train.py:3"))
     assert [e[0] for e in events] == ["carry-warning"]
     assert events[0][2]["problem"]["type_name"] == "_thread.lock"
+    assert events[0][2]["purchase"] == "spot"  # explain files it under policy spot
+    assert "If this spot machine is reclaimed (its notice is 120 s)" in events[0][1]
     check.answered(ProbeReport(where="train.py:9", checked_bytes=5))
     assert [e[0] for e in events] == ["carry-warning", "carry-ok"]
     assert events[-1][2]["checked_bytes"] == 5

@@ -10,6 +10,7 @@ import pytest
 from conftest import PortalCli
 
 from portal.providers.aws.testing import FakeIMDS
+from portal.providers.gcp.testing import FakeGCEMetadata
 
 
 @pytest.fixture
@@ -75,6 +76,25 @@ def test_a_providers_setting_in_config_toml_reaches_its_source(
     imds.preempt(in_seconds=120)
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
     assert "notice from aws (aws, preemption)" in portal("explain", job).stdout
+
+
+@pytest.mark.one_python
+def test_the_checks_warning_on_a_gcp_spot_vm_says_its_30_s_notice(portal: PortalCli) -> None:
+    """The warning follows the machine (the spec: policy spot on a spot machine): on a GCP Spot
+    VM it names the VM's 30 s notice, and explain files it under policy spot; on this machine
+    (on-demand, test_carry.py) it names no notice and is the checkpoint policy's."""
+    portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.5"
+    with FakeGCEMetadata(machine_type="n2-standard-4") as gce:
+        portal.env["GCE_METADATA_HOST"] = gce.host
+        job = portal("run", "--detach", "--name", "g", "holds_digest.py").stdout.strip()
+        assert portal("wait", job, "--timeout", "60").stdout.strip() == "done"
+    warnings = [e for e in _events(portal, job) if e["kind"] == "carry-warning"]
+    assert len(warnings) == 1, warnings
+    assert "If this spot machine is reclaimed (its notice is 30 s), its work" in str(
+        warnings[0]["message"]
+    )
+    assert warnings[0]["data"]["purchase"] == "spot"
+    assert "warn (spot) at" in portal("explain", job).stdout
 
 
 def _events(portal: PortalCli, job: str) -> list[dict[str, object]]:

@@ -457,6 +457,7 @@ def test_machine_info(imds: FakeIMDS, source: AwsNoticeSource) -> None:
         "instance_type": "m5.large",
         "capacity": "spot",
         "life_cycle": "spot",
+        "notice_s": "120",
         "region": "us-east-1",
         "zone": "us-east-1a",
         "pool": "spot:aws:m5.large:us-east-1a",
@@ -474,6 +475,7 @@ def test_on_demand_machine_info(empty_dmi: Path) -> None:
             assert (
                 info["capacity"] == "on_demand"
                 and info["pool"] == "on_demand:aws:g5.xlarge:eu-west-1b"
+                and info["notice_s"] is None  # an on-demand machine gets no notice
             )
         finally:
             source.close()

@@ -354,6 +354,7 @@ def test_machine_info(azure: FakeAzureMetadata, source: AzureNoticeSource) -> No
         "capacity": "spot",
         "priority": "Spot",
         "eviction_policy": "Deallocate",
+        "notice_s": "30",
         "region": "eastus",
         "zone": "eastus-1",
         "pool": "spot:azure:Standard_D4s_v5:eastus-1",

@@ -337,6 +337,7 @@ def test_machine_info(gce: FakeGCEMetadata, source: GcpNoticeSource) -> None:
         "instance_type": "n2-standard-4",
         "capacity": "spot",
         "provisioning_model": "SPOT",
+        "notice_s": "30",
         "region": "us-central1",
         "zone": "us-central1-a",
         "pool": "spot:gcp:n2-standard-4:us-central1-a",

@@ -230,10 +230,10 @@ class JobViews:
                 )
         checks = [
             {
-                # The warning is a warn decision of the checkpoint policy on this (local,
-                # on-demand) machine; on a spot machine the spec files it under policy spot.
+                # The warning is a warn decision of policy spot on a spot machine, of the
+                # checkpoint policy elsewhere (the spec).
                 "decision": _carry_decision(event),
-                "policy": "checkpoint",
+                "policy": "spot" if event.data.get("purchase") == "spot" else "checkpoint",
                 "at": event.at,
                 "kind": event.kind,
                 "message": event.message,

@@ -123,6 +123,7 @@ class CarryCheck:
         *,
         clock: Clock,
         machine: str,
+        purchase: str,
         warned: set[str],
         notice_s: Callable[[], float | None],
         report: Report,
@@ -130,6 +131,9 @@ class CarryCheck:
         self.schedule = schedule
         self.clock = clock
         self.machine = machine
+        #: ``spot``, ``on-demand`` or ``unknown``; the node updates it once the machine's
+        #: notice source says. It files a warning under policy spot on a spot machine.
+        self.purchase = purchase
         self.warned = warned
         self.notice_s = notice_s
         self.report = report
@@ -156,6 +160,7 @@ class CarryCheck:
                 "carry-blocked",
                 wording.carry_blocked(schedule.blocked_after_s, reasons),
                 machine=self.machine,
+                purchase=self.purchase,
                 after_s=schedule.blocked_after_s,
                 reasons=[to_builtins(r) for r in reasons],
             )
@@ -180,6 +185,7 @@ class CarryCheck:
                 "carry-warning",
                 wording.carry_warning(problem, self.notice_s()),
                 machine=self.machine,
+                purchase=self.purchase,
                 problem=to_builtins(problem),
             )
         if values or event.partial:

@@ -143,10 +143,12 @@ class Node:
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
         self._probe.rehearse = self._probe.full and self._purchase == "on-demand"
+        self._machine_notice_s: float | None = None  # what its notice source says, if any
         self._carry = CarryCheck(
             self._probe,
             clock=self.clock,
             machine=self._machine,
+            purchase=self._purchase,
             warned=self._outstanding_warnings(),
             notice_s=self._notice_s,
             report=self.report,
@@ -170,9 +172,12 @@ class Node:
         return set()
 
     def _notice_s(self) -> float | None:
-        """This machine's notice, for the check's warning. Local notices (`portal notice`)
-        stand for a spot machine's, of the configured default length."""
-        return self.plane.settings.notice_default_s
+        """This machine's notice, for the check's warning: None unless it is a spot machine;
+        on one, the length its notice source states (GCP's 30 s, AWS's 120 s), else the
+        configured default."""
+        if self._purchase != "spot":
+            return None
+        return self._machine_notice_s or self.plane.settings.notice_default_s
 
     def _probe_report(self, event: ProbeReport) -> None:
         self._observer.checked(event.checked_bytes, partial=event.partial, pids=child_pids())
@@ -247,11 +252,14 @@ class Node:
             return  # a platform alone (the SIGTERM source) says nothing worth an event
         shown = {k: v for k, v in facts.items() if v}
         self.report("machine", wording.machine(shown), **shown)
+        with contextlib.suppress(TypeError, ValueError):
+            self._machine_notice_s = float(facts.get("notice_s") or 0) or None
         learned = purchase_of(facts)
         told = self.environ.get(PURCHASE_ENV, "").strip() or self._machine != "local"
         if learned is None or told or learned == self._purchase:
             return
         self._purchase = learned
+        self._carry.purchase = learned
         self._probe.rehearse = self._probe.full and learned == "on-demand"
         self._periodic = PeriodicCheckpoints.for_job(
             self.plane.settings, self.environ, learned, self.dir

@@ -22,6 +22,7 @@ from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CapacityClass, Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSourceContext
+from portal.providers.aws.catalog import SPOT_NOTICE_S
 from portal.providers.aws.parsing import (
     parse_instance_action,
     parse_maintenance,
@@ -295,6 +296,8 @@ class AwsNoticeSource(PollingNoticeSource):
                 "instance_type": instance_type,
                 "capacity": str(capacity) if capacity else None,
                 "life_cycle": life_cycle,
+                # the notice an interruption gives this machine (the check's warning says it)
+                "notice_s": f"{SPOT_NOTICE_S:g}" if capacity is CapacityClass.SPOT else None,
                 "region": region,
                 "zone": zone,
                 "pool": f"{capacity}:{PROVIDER}:{instance_type}:{zone or region}"

@@ -20,7 +20,7 @@ from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CapacityClass, Notice, NoticeKind
 from portal.core.errors import PortalError
 from portal.core.specs import NoticeSourceContext
-from portal.providers.azure.catalog import pool_identity
+from portal.providers.azure.catalog import SPOT_NOTICE_S, pool_identity
 from portal.providers.azure.parsing import (
     EVENT_TYPES,
     EventsDocument,
@@ -174,6 +174,8 @@ class AzureNoticeSource(PollingNoticeSource):
             "capacity": str(capacity) if capacity else None,
             "priority": priority or None,
             "eviction_policy": compute.get("evictionPolicy") or None,
+            # the notice an eviction gives this machine (the check's warning says it)
+            "notice_s": f"{SPOT_NOTICE_S:g}" if capacity is CapacityClass.SPOT else None,
             "region": region,
             "zone": zone,
             "pool": pool_identity(size, capacity, region=region, zone=zone)

@@ -197,6 +197,10 @@ class GcpNoticeSource(WatchingNoticeSource):
                 "instance_type": machine_type,
                 "capacity": str(capacity),
                 "provisioning_model": model,
+                # the notice a reclaim gives this machine (the check's warning says it)
+                "notice_s": f"{self.preemption_notice_s:g}"
+                if capacity is CapacityClass.SPOT
+                else None,
                 "region": region,
                 "zone": zone,
                 "pool": pool_identity(machine_type, capacity, region=region, zone=zone)
