@@ -36,6 +36,16 @@ def test_a_checkpoint_beats_memory_and_the_latest_checkpoint_wins() -> None:
     assert choose([]) is None
 
 
+def test_the_checks_walk_is_a_checkpoint_figure_named_as_such() -> None:
+    """capture_probe = on writes nothing: the walk's bytes are named the check's walk, never a
+    rehearsal that did not run; they count as a checkpoint's bytes (a tenth added)."""
+    walk = StateSample(figure=Figure.CHECK_WALK, bytes=20, at=200)
+    rss = StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=500, at=300)
+    assert choose([walk, rss]) == StateMeasure(bytes=22, figure="the check's walk")
+    rehearsal = StateSample(figure=Figure.REHEARSAL, bytes=30, at=200)
+    assert choose([walk, rehearsal]).figure == "the check's rehearsal"  # type: ignore[union-attr]
+
+
 def test_measure_job_falls_back_to_what_it_asked_for() -> None:
     assert measure_job(job(memory_gib=2), None) == StateMeasure(
         bytes=2 * 2**30, figure="what it asked for"

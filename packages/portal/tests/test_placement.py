@@ -220,7 +220,7 @@ def test_measured_at_every_check_and_moved_once_over(plane: ControlPlane, tmp_pa
     assert [d.verdict for d in decisions] == [Verdict.PROVISION, Verdict.MOVE]
     assert decisions[0].reason == (
         "provision on-demand gcp e2-standard-2 (us-central1) ahead: this job's state (66.0 kB, "
-        "the check's rehearsal) exceeds what the 120 s notice of spot aws c7i.large (us-east-1) "
+        "the check's walk) exceeds what the 120 s notice of spot aws c7i.large (us-east-1) "
         "can save (about 55.0 kB); the job moves there once it is ready"
     )
     assert watch.target is not None and watch.target.id == "sim-0002"

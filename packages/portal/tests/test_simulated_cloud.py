@@ -219,7 +219,7 @@ def test_move_carries_a_running_job_with_its_state(sim: Sim) -> None:
     assert kinds.index("provisioned") < kinds.index("moving") < kinds.index("suspended")
     again = sim("move", "m", "--plan").stdout.splitlines()
     assert again[1].startswith("D2 state: ") and (
-        "the last move's capsule" in again[1] or "the check's rehearsal" in again[1]
+        "the last move's capsule" in again[1] or "the check's walk" in again[1]
     )  # a checkpoint's bytes, never the memory figure, once there is one
 
     hold.unlink()
@@ -304,7 +304,7 @@ def test_a_job_that_outgrows_its_spot_notice_is_moved_to_on_demand(sim: Sim) -> 
     hold.touch()
     job = sim("run", "--detach", "--name", "g", "grows.py", "4", "12").stdout.strip()
     sim.wait_for_output(job, "step 0 ")
-    sim.wait_event(job, "carry-ok")  # the check's rehearsal: a few kB, under AWS's bound
+    sim.wait_event(job, "carry-ok")  # the check's walk: a few kB, under AWS's bound
 
     assert sim("move", "g", "--on", "spot:c7i.large").returncode == 0
     sim.wait_state("g", "running")
@@ -316,7 +316,7 @@ def test_a_job_that_outgrows_its_spot_notice_is_moved_to_on_demand(sim: Sim) -> 
         "provision on-demand gcp e2-standard-2 (us-central1) ahead: this job's state ("
     )
     assert provision.endswith(
-        "kB, the check's rehearsal) exceeds what the 120 s notice of spot aws c7i.large "
+        "kB, the check's walk) exceeds what the 120 s notice of spot aws c7i.large "
         "(us-east-1) can save (about 55.0 kB); the job moves there once it is ready"
     )
     end = time.monotonic() + 60

@@ -2,7 +2,7 @@
 
 A measure is never a bare number: every warning, plan line and event names the figure it used,
 because the figures differ in how much they can be trusted. A checkpoint's bytes (as stored, from
-the check's rehearsal, or the last move's capsule) are the real thing, plus a tenth for growth
+the check's rehearsal or walk, or the last move's capsule) are the real thing, plus a tenth for growth
 since. The memory the node reports overstates a checkpoint (allocator slack, caches, CUDA context),
 so Portal acts on it alone only when it is a quarter over the bound. What the job asked for is a
 guess: it earns a warning, never a refusal.
@@ -43,6 +43,8 @@ class Figure(enum.StrEnum):
 
     CHECKPOINT_AS_STORED = "its checkpoint as stored"
     REHEARSAL = "the check's rehearsal"
+    #: The bytes the checkpoint check's walk pickled (capture_probe = on: nothing written).
+    CHECK_WALK = "the check's walk"
     LAST_MOVE_CAPSULE = "the last move's capsule"
     RESIDENT_AND_GPU = "its resident and GPU memory now"
     ASKED_FOR = "what it asked for"
@@ -58,9 +60,16 @@ class Figure(enum.StrEnum):
         return self is Figure.ASKED_FOR
 
 
-_CHECKPOINTS = frozenset({Figure.CHECKPOINT_AS_STORED, Figure.REHEARSAL, Figure.LAST_MOVE_CAPSULE})
+_CHECKPOINTS = frozenset(
+    {Figure.CHECKPOINT_AS_STORED, Figure.REHEARSAL, Figure.CHECK_WALK, Figure.LAST_MOVE_CAPSULE}
+)
 #: Among checkpoint figures taken at the same moment, the one listed first wins.
-_ORDER = (Figure.CHECKPOINT_AS_STORED, Figure.REHEARSAL, Figure.LAST_MOVE_CAPSULE)
+_ORDER = (
+    Figure.CHECKPOINT_AS_STORED,
+    Figure.REHEARSAL,
+    Figure.CHECK_WALK,
+    Figure.LAST_MOVE_CAPSULE,
+)
 
 
 def _non_negative_int(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:

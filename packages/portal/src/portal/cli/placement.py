@@ -130,8 +130,9 @@ class Placement:
         return sample.measure()
 
     def running_measure(self, job: Job) -> StateMeasure | None:
-        """A running job's state, the latest checkpoint figure first (the check's rehearsal, the
-        last move's capsule or its checkpoint as stored), else its resident memory now."""
+        """A running job's state, the latest checkpoint figure first (the check's rehearsal or
+        walk, the last move's capsule or its checkpoint as stored), else its resident memory
+        now."""
         samples: list[StateSample] = []
         pid: int | None = None
         moved_at: float | None = None
@@ -145,9 +146,12 @@ class Placement:
                     )
                 )
             elif event.kind == "carry-ok" and event.data.get("checked_bytes"):
+                # the check's walk: the bytes it pickled, nothing written (capture_probe = on)
                 samples.append(
                     StateSample(
-                        figure=Figure.REHEARSAL, bytes=int(event.data["checked_bytes"]), at=event.at
+                        figure=Figure.CHECK_WALK,
+                        bytes=int(event.data["checked_bytes"]),
+                        at=event.at,
                     )
                 )
             elif event.kind == "started" and event.data.get("pid"):

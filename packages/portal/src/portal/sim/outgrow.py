@@ -1,7 +1,7 @@
 """A job that outgrows its spot machine's notice is moved to on-demand, by its own node.
 
 On a simulated spot machine the node measures the job again at every checkpoint check: the
-check's rehearsal (the bytes a checkpoint would take now) when it ran whole, else the job
+check's walk (the bytes a checkpoint would pickle now) when it ran whole, else the job
 process's resident memory. The placement policy registered as ``spot`` decides on that measure
 (its ``watch``: :meth:`portal.policies.SpotPolicy.watch` unless a plugin replaces it): while it fits, nothing happens; once it is
 over what the notice can save, the cheapest on-demand machine that fits is provisioned ahead
@@ -109,7 +109,8 @@ class SpotWatch:
         now = self.plane.clock.now()
         samples = []
         if checked_bytes and not partial:
-            samples.append(StateSample(figure=Figure.REHEARSAL, bytes=checked_bytes, at=now))
+            # a spot machine never rehearses: the bytes are the check's walk's
+            samples.append(StateSample(figure=Figure.CHECK_WALK, bytes=checked_bytes, at=now))
         resident = [r for r in (resident_bytes(p) for p in pids or []) if r is not None]
         if resident:
             samples.append(StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=sum(resident), at=now))
