@@ -733,7 +733,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Parsed by portal.server itself (see _server_main); listed here for `portal --help`.
     sub.add_parser("server", help="the control plane as an HTTP service; token create/list/revoke")
+    completion = sub.add_parser(
+        "completion",
+        help='print a shell completion script: eval "$(portal completion bash)" in ~/.bashrc',
+    )
+    completion.add_argument("shell", choices=_SHELLS, help="bash, zsh or tcsh")
     return parser
+
+
+#: The shells shtab writes completion scripts for.
+_SHELLS = ("bash", "zsh", "tcsh")
+
+
+def _completion(shell: str) -> int:
+    """``portal completion SHELL``: the script that completes Portal's commands and flags in
+    ``shell``, written by shtab from this very parser (so it never lags behind a new flag)."""
+    import shtab
+
+    print(shtab.complete(_parser(), shell=shell))
+    return 0
 
 
 def _server_main(argv: list[str]) -> int:
@@ -810,6 +828,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from portal.cli.config import config_command
 
             return config_command(options)
+        if options.command == "completion":  # nothing but the parser
+            return _completion(options.shell)
         cli = Cli()
         return int(getattr(cli, options.command)(options))
     except InvalidArgumentError as exc:

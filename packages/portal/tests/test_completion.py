@@ -1,0 +1,44 @@
+"""``portal completion SHELL``: a completion script written from the CLI's own parser, tried in a
+real bash: the words it offers are Portal's commands, subcommands and flags."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from conftest import PortalCli
+
+
+def _complete(script: str, *words: str) -> list[str]:
+    """What bash offers for the last of ``words`` with ``script`` sourced."""
+    line = " ".join(words)
+    program = (
+        f"source {script}\n"
+        f"COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; COMP_LINE='{line}'; "
+        f"COMP_POINT={len(line)}\n"
+        "_shtab_portal\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(["bash", "-c", program], capture_output=True, text=True, check=True)
+    return sorted(done.stdout.split())
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not on this machine")
+def test_bash_completes_commands_subcommands_and_flags(portal: PortalCli) -> None:
+    written = portal("completion", "bash")
+    assert written.returncode == 0, written.stderr
+    script = portal.workdir / "portal.bash"
+    script.write_text(written.stdout)
+    assert _complete(str(script), "portal", "ru") == ["run"]
+    assert _complete(str(script), "portal", "co") == ["completion", "config", "console"]
+    assert _complete(str(script), "portal", "config", "s") == ["set", "show"]
+    assert "--detach" in _complete(str(script), "portal", "run", "--d")
+
+
+def test_zsh_and_an_unknown_shell(portal: PortalCli) -> None:
+    zsh = portal("completion", "zsh")
+    assert zsh.returncode == 0 and zsh.stdout.startswith("#compdef portal")
+    fish = portal("completion", "fish")
+    assert fish.returncode == 64 and "invalid choice: 'fish'" in fish.stderr
+    assert "Traceback" not in fish.stderr
