@@ -30,7 +30,6 @@ from portal.node.stream import CheckpointStream
 from portal.runtime.protocol import Checkpointed
 
 __all__ = [
-    "CHECKPOINT_EVERY_FLAG",
     "EVERY_ENV",
     "EVERY_EVENT",
     "PeriodicCheckpoints",
@@ -72,19 +71,6 @@ def remember_interval(plane: Any, job_id: str, text: str, origin: str) -> None:
 
 
 #: ``--checkpoint-every`` of ``portal run`` and ``portal resume``: (names, options) for argparse.
-CHECKPOINT_EVERY_FLAG: tuple[tuple[str, ...], dict[str, Any]] = (
-    ("--checkpoint-every",),
-    {
-        "metavar": "DURATION",
-        "default": None,
-        "help": "take a checkpoint every DURATION (30s, 10m, 1h, or seconds) while the job "
-        "runs on: the script pauses only while its state is captured, the upload goes on "
-        "beside it; if the machine is lost without notice, `portal resume` continues from "
-        "the last one. `off` for none; `auto` (the default, setting checkpoint_every or env "
-        f"{EVERY_ENV}): every 30 min on a spot machine, none elsewhere. The job keeps it for "
-        "its resumes",
-    },
-)
 
 
 def checkpoint_every_option(given: str | None) -> None:
