@@ -26,7 +26,7 @@ import sys
 from portal.core.errors import PortalError
 from portal.runtime.control import CONTROL_ENV
 from portal.runtime.launcher import resume_script, run_script
-from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED
+from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED, take_secret
 
 CHECKPOINT_ENV = "PORTAL_RUNTIME_CHECKPOINT"
 
@@ -75,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    take_secret()  # out of the environment before the capture reads its baseline
     options = _parser().parse_args(argv)
     try:
         if options.command == "run":

@@ -55,6 +55,7 @@ from portal.runtime.protocol import (
     Probe,
     ProtocolError,
     RuntimeRequest,
+    take_secret,
 )
 
 __all__ = [
@@ -272,7 +273,14 @@ class ControlChannel:
             self._clients[client] = bytearray()
         self._send_to(
             client,
-            _encode(Hello(pid=os.getpid(), pending=engine.pending(), notes=restore_notes()))
+            _encode(
+                Hello(
+                    pid=os.getpid(),
+                    pending=engine.pending(),
+                    notes=restore_notes(),
+                    secret=take_secret(),
+                )
+            )
             + b"\n",
         )
         # Lines that arrived before O_ASYNC was set raised no SIGIO: have the main thread look.

@@ -11,6 +11,8 @@ field always gets a default; a union may gain members.
 
 from __future__ import annotations
 
+import os
+from collections.abc import MutableMapping
 from typing import Final
 
 import msgspec
@@ -20,6 +22,7 @@ from portal.core.wire import Wire, encode
 __all__ = [
     "EXIT_PAUSED",
     "EXIT_REFUSED",
+    "SECRET_ENV",
     "Abandoned",
     "Cancel",
     "Checkpoint",
@@ -40,6 +43,7 @@ __all__ = [
     "decode_runtime_event",
     "decode_runtime_request",
     "encode",
+    "take_secret",
 ]
 
 #: The exit status of a paused program: the checkpoint is written whole (EX_TEMPFAIL, "try
@@ -102,16 +106,36 @@ class Checkpoint(Wire, frozen=True, kw_only=True, tag_field="op", tag="checkpoin
 RuntimeRequest = Pause | Cancel | Probe | Checkpoint
 
 
+# --- the peer's proof --------------------------------------------------------------------------
+
+#: The node hands the runtime it starts a per-attempt secret in this variable; the runtime's
+#: greeting carries it back. A process that bound the control socket's path first (another
+#: program of this user) does not know it, so the node never takes its word for a checkpoint.
+SECRET_ENV: Final = "PORTAL_RUNTIME_SECRET"
+_taken: list[str] = []
+
+
+def take_secret(environ: MutableMapping[str, str] | None = None) -> str:
+    """The node's secret for this process, removed from the environment the first time (the
+    script never sees it, and no checkpoint of its environment carries it); "" when none."""
+    if not _taken:
+        _taken.append((os.environ if environ is None else environ).pop(SECRET_ENV, ""))
+    return _taken[0]
+
+
 # --- events (runtime -> node), tagged on "event" -----------------------------------------------
 
 
 class Hello(Wire, frozen=True, kw_only=True, tag_field="event", tag="hello"):
     """Sent to each client on connecting. ``notes``: what the restore that started this process
-    did otherwise than the checkpoint left it (``portal.capture.notes``), for the job's events."""
+    did otherwise than the checkpoint left it (``portal.capture.notes``), for the job's events.
+    ``secret``: the per-attempt secret the node gave this process (:data:`SECRET_ENV`); the
+    node trusts nothing a peer says until its greeting carries it."""
 
     pid: int
     pending: bool
     notes: tuple[str, ...] = ()
+    secret: str = ""
 
 
 class Pending(Wire, frozen=True, kw_only=True, tag_field="event", tag="pending"):

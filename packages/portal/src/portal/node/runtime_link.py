@@ -8,6 +8,7 @@ the lifecycle events (``pending``, ``deferred``, ``paused``, ``abandoned``, ``fa
 from __future__ import annotations
 
 import contextlib
+import hmac
 import logging
 import os
 import socket
@@ -21,6 +22,7 @@ from portal.core.private import private_folder
 from portal.runtime.protocol import (
     Cancel,
     Checkpoint,
+    Hello,
     Pause,
     Probe,
     RuntimeEvent,
@@ -43,21 +45,34 @@ def control_socket_path(job_id: str, attempt: int) -> Path:
 
 
 class RuntimeLink:
-    """A connection to one running script's control socket."""
+    """A connection to one running script's control socket.
 
-    def __init__(self, path: Path) -> None:
+    Nothing the peer says is believed until its greeting carries ``secret``, the one the node
+    handed the process it started (:data:`portal.runtime.protocol.SECRET_ENV`): a program that
+    bound the socket's path first cannot name a file for the node to upload under the job's key.
+    A peer that greets otherwise is dropped and :attr:`refused` says why.
+    """
+
+    def __init__(self, path: Path, secret: str) -> None:
         self.path = path
+        self.secret = secret
         self._sock: socket.socket | None = None
         self._buffer = b""
+        self._trusted = False
+        #: Why the peer on the socket was not believed (None: it was, or none answered yet).
+        self.refused: str | None = None
 
     @property
     def connected(self) -> bool:
         return self._sock is not None
 
     def try_connect(self) -> bool:
-        """Connect if the runtime is listening yet; False (and try again later) if not."""
+        """Connect if the runtime is listening yet; False (and try again later) if not, or for
+        good once a peer there was refused."""
         if self._sock is not None:
             return True
+        if self.refused is not None:
+            return False
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(self.path))
@@ -66,6 +81,8 @@ class RuntimeLink:
             return False
         sock.setblocking(False)
         self._sock = sock
+        self._trusted = False
+        self._buffer = b""
         return True
 
     def _send(self, message: Pause | Cancel | Probe | Checkpoint) -> bool:
@@ -84,6 +101,11 @@ class RuntimeLink:
             if self._sock is not None:
                 self._sock.setblocking(False)
         return True
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the peer has greeted with this attempt's secret."""
+        return self._trusted
 
     def request_pause(self, deadline: float) -> bool:
         """Ask for a pause at the next safe point before ``deadline`` (Unix time)."""
@@ -118,15 +140,37 @@ class RuntimeLink:
                 break
             self._buffer += data
         out: list[RuntimeEvent] = []
-        while b"\n" in self._buffer:
+        while b"\n" in self._buffer and self.refused is None:  # lines left after an EOF count
             line, _, self._buffer = self._buffer.partition(b"\n")
             try:
-                out.append(decode_runtime_event(line))
+                event = decode_runtime_event(line)
             except msgspec.DecodeError as exc:  # a newer runtime's event: skip it, say so
                 log.warning(
                     "ignoring an event the runtime sent that this node does not know: %s", exc
                 )
+                continue
+            if not self._trusted:
+                self._check_greeting(event)
+                if not self._trusted:
+                    break
+            out.append(event)
         return out
+
+    def _check_greeting(self, event: RuntimeEvent) -> None:
+        """The first event must be the greeting with this attempt's secret; else drop the peer."""
+        if isinstance(event, Hello) and hmac.compare_digest(event.secret, self.secret):
+            self._trusted = True
+            return
+        self.refused = (
+            f"the process on {self.path} did not prove it is the job's runtime (its first "
+            f"message was {type(event).__name__}"
+            + (" without this attempt's secret" if isinstance(event, Hello) else "")
+            + "): another program of this user may have bound the socket's path. Nothing it "
+            "says is believed; find it with `fuser` or `lsof` on the path"
+        )
+        log.warning("%s", self.refused)
+        self._buffer = b""
+        self.close()
 
     def wait_connected(self, timeout_s: float) -> bool:
         end = time.monotonic() + timeout_s

@@ -14,6 +14,7 @@ import ctypes
 import logging
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from portal.providers.local import NOTICE_DIR_ENV, withdraw_all
 from portal.runtime.protocol import (
     EXIT_PAUSED,
     EXIT_REFUSED,
+    SECRET_ENV,
     Abandoned,
     Checkpointed,
     Deferred,
@@ -139,6 +141,7 @@ class Node:
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
         self._pause_over = False  # the runtime abandoned or failed the notice's pause
+        self._impostor_told = False  # a peer on the socket that did not prove it is the runtime
         self._probe = ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
@@ -332,6 +335,8 @@ class Node:
         write_node_pid(self.dir / "node.pid")
         env = dict(self.environ)
         env[NOTICE_DIR_ENV] = str(self.paths.notices)
+        secret = secrets.token_hex(16)  # the runtime's greeting proves it is the one started here
+        env[SECRET_ENV] = secret
         sources = open_sources(
             self.plane.plugins,
             clock=self.clock,
@@ -350,7 +355,7 @@ class Node:
             )
         stdout = self.paths.stdout(self.attempt).open("ab")
         stderr = self.paths.stderr(self.attempt).open("ab")
-        link = RuntimeLink(self.socket_path)
+        link = RuntimeLink(self.socket_path, secret)
         try:
             command = self._command()
             process = subprocess.Popen(
@@ -396,6 +401,9 @@ class Node:
                 self._ask_waiting_pause(link)
             for event in link.events():
                 self._runtime_event(event)
+            if link.refused is not None and not self._impostor_told:
+                self._impostor_told = True
+                self.report("runtime-refused", link.refused, socket=str(link.path))
             self._carry.tick(link, pause_wanted=self._notice is not None)
             self._check_periodic(link)
             self._report_progress(self._stream)
