@@ -20,6 +20,14 @@ from portal.storage import CheckpointStore, MemoryKeyStore  # noqa: E402
 BACKENDS = ("file", "memory", "s3", "gcs", "azure")
 
 
+@pytest.fixture(autouse=True)
+def _own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test has its own PORTAL_HOME: a volume's key is made there, never in ~/.portal."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("PORTAL_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="session")
 def moto() -> Iterator[emu.Emulator]:
     service = emu.start_moto()

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import StoreTarget
 
-from portal.storage import Volume, VolumeCorruptError, VolumeNotFoundError
+from portal.storage import (
+    FileKeyStore,
+    Volume,
+    VolumeCorruptError,
+    VolumeKeyMissingError,
+    VolumeNotFoundError,
+)
 from portal.storage.errors import StorageError
+from portal.storage.volumes import key_id
 
 
 @pytest.mark.parametrize("kind", ["file", "memory", "s3"])
@@ -63,24 +75,48 @@ def test_default_url_comes_from_settings(tmp_path: Path) -> None:
     assert vol.url == (tmp_path / "home" / "store").as_uri()
 
 
-def _hostile_manifest(tmp_path: Path, content: bytes, files: dict[str, dict[str, object]]) -> str:
-    """Volume ``v`` committed once with ``content``, then its manifest rewritten by a bucket
-    writer: ``files``, each entry given the real blob's size and hash. Returns the store URL."""
-    import json
+def _manifest_path(tmp_path: Path, name: str = "v") -> Path:
+    return tmp_path / "store" / "volumes" / name / "manifest"
 
+
+def _rewrite(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None], *, key: bytes | None
+) -> None:
+    """Rewrite volume ``v``'s manifest as a bucket writer would: signed with ``key`` (a writer
+    holding the volume's key: a machine gone bad), or unsigned (``None``)."""
+    path = _manifest_path(tmp_path)
+    manifest = json.loads(path.read_bytes())["manifest"]
+    change(manifest)
+    body = json.dumps(manifest, separators=(",", ":")).encode()
+    if key is None:
+        path.write_bytes(body)
+        return
+    mac = hmac.new(key, b"portal volume manifest\0v\0" + body, hashlib.sha256).hexdigest()
+    path.write_bytes(b'{"format":2,"manifest":' + body + b',"mac":"' + mac.encode() + b'"}')
+
+
+def _volume_key(name: str = "v") -> bytes:
+    return FileKeyStore(os.environ["PORTAL_HOME"]).get(key_id(name))
+
+
+def _hostile_manifest(tmp_path: Path, content: bytes, files: dict[str, dict[str, object]]) -> str:
+    """Volume ``v`` committed once with ``content``, then its manifest rewritten by a writer who
+    holds the volume's key: ``files``, each entry given the real blob's size and hash (the path
+    rules hold even then). Returns the store URL."""
     url = str(tmp_path / "store")
     vol = Volume.from_name("v", create_if_missing=True, url=url)
     (vol.mount(tmp_path / "a") / "ok").write_bytes(content)
     vol.commit()
     blob = next((tmp_path / "store" / "volumes" / "v" / "blobs").iterdir())
-    path = tmp_path / "store" / "volumes" / "v" / "manifest"
-    manifest = json.loads(path.read_bytes())
-    manifest["version"] += 1
-    manifest["files"] = {
-        rel: {"size": blob.stat().st_size, "sha256": blob.name, **extra}
-        for rel, extra in files.items()
-    }
-    path.write_text(json.dumps(manifest))
+
+    def change(manifest: dict[str, Any]) -> None:
+        manifest["version"] += 1
+        manifest["files"] = {
+            rel: {"size": blob.stat().st_size, "sha256": blob.name, **extra}
+            for rel, extra in files.items()
+        }
+
+    _rewrite(tmp_path, change, key=_volume_key())
     return url
 
 
@@ -119,3 +155,71 @@ def test_modes_keep_their_permission_bits_only(tmp_path: Path) -> None:
     root = Volume.from_name("v", url=url).mount(tmp_path / "m")
     for path in (root / "tool", root / "sub" / "tool"):
         assert path.stat().st_mode & 0o7777 == 0o755
+
+
+# --- the manifest is authenticated ----------------------------------------------------------------
+
+
+def _committed(tmp_path: Path, name: str = "v") -> tuple[str, Volume]:
+    url = str(tmp_path / "store")
+    vol = Volume.from_name(name, create_if_missing=True, url=url)
+    (vol.mount(tmp_path / f"mount-{name}") / "model.bin").write_bytes(b"weights " + name.encode())
+    vol.commit()
+    return url, vol
+
+
+def test_a_manifest_changed_without_the_key_is_refused_before_anything_is_fetched(
+    tmp_path: Path,
+) -> None:
+    """A bucket writer without the key: an unsigned manifest, or one whose code is made up,
+    is not used, named, and nothing lands in the mount."""
+    url, owner = _committed(tmp_path)
+
+    def add_a_script(manifest: dict[str, Any]) -> None:
+        entry = next(iter(manifest["files"].values()))
+        manifest["files"]["run.sh"] = {**entry, "mode": 0o755}
+
+    _rewrite(tmp_path, add_a_script, key=None)
+    mount = tmp_path / "victim"
+    with pytest.raises(VolumeCorruptError, match="carries no code") as unsigned:
+        Volume.from_name("v", url=url).mount(mount)
+    assert "commit the volume again" in str(unsigned.value)
+    assert list(mount.iterdir()) == []
+
+    assert owner.commit() == 2  # the owner's mount commits over it: the way out it was told
+    assert Volume.from_name("v", url=url).mount(tmp_path / "fine").joinpath("model.bin").exists()
+    _rewrite(tmp_path, add_a_script, key=b"\0" * 32)  # a guessed key
+    with pytest.raises(VolumeCorruptError, match="does not verify"):
+        Volume.from_name("v", url=url).mount(mount)
+    assert list(mount.iterdir()) == []
+
+
+def test_one_volumes_manifest_is_not_anothers(tmp_path: Path) -> None:
+    """Manifests are bound to their volume's name (and key): copying v's over w's is refused."""
+    url, _ = _committed(tmp_path, "v")
+    _committed(tmp_path, "w")
+    _manifest_path(tmp_path, "w").write_bytes(_manifest_path(tmp_path, "v").read_bytes())
+    with pytest.raises(VolumeCorruptError, match="does not verify"):
+        Volume.from_name("w", url=url).mount(tmp_path / "m")
+
+
+def test_a_machine_without_the_key_is_told_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = _committed(tmp_path)
+    owner_key = Path(os.environ["PORTAL_HOME"]) / "keys" / "volume-v.key"
+    another = tmp_path / "another-machine"
+    monkeypatch.setenv("PORTAL_HOME", str(another))
+    other = Volume.from_name("v", url=url)
+    with pytest.raises(VolumeKeyMissingError) as missing:
+        other.mount(tmp_path / "m")
+    assert missing.value.code == "VOLUME_KEY_MISSING"
+    assert "PORTAL_HOME/keys/volume-v.key" in str(missing.value)
+    with pytest.raises(VolumeKeyMissingError):  # nor may it commit over the owner's key
+        other.commit()
+    # With the key copied over, as job keys are, it mounts.
+    (another / "keys").mkdir(parents=True, mode=0o700)
+    (another / "keys" / "volume-v.key").write_bytes(owner_key.read_bytes())
+    (another / "keys" / "volume-v.key").chmod(0o600)
+    root = Volume.from_name("v", url=url).mount(tmp_path / "m2")
+    assert (root / "model.bin").read_bytes() == b"weights v"

@@ -50,9 +50,11 @@ def load_checkpoint(path: str | os.PathLike[str], default: Any | None = None) ->
 
     This *unpickles* the file, and unpickling runs code: whoever can write ``path`` (or the
     volume or bucket it lives in) can run code as this program. Load only checkpoints that your
-    own job wrote to storage that only you can write. A volume's files are checked against the
-    SHA-256 its manifest records, and the manifest's paths are kept inside the mount, but the
-    manifest itself is not signed: a writer of the bucket can replace both."""
+    own job wrote to storage that only you can write. In a volume they are authenticated: its
+    manifest carries an HMAC under the volume's key (kept in your key store, never in the
+    bucket), each file is checked against the SHA-256 the manifest records, and a manifest that
+    does not verify is refused before anything is mounted, so a writer of the bucket who does
+    not hold the key cannot change what you load. (They can put back an older, genuine version.)"""
     try:
         with open(path, "rb") as f:
             return pickle.load(f)

@@ -40,6 +40,7 @@ _LAZY = {
     "KeyStoreError": "portal.storage.errors",
     "VolumeNotFoundError": "portal.storage.errors",
     "VolumeCorruptError": "portal.storage.errors",
+    "VolumeKeyMissingError": "portal.storage.errors",
 }
 
 __all__ = [
@@ -63,6 +64,7 @@ __all__ = [
     "StorageUnavailableError",
     "Volume",
     "VolumeCorruptError",
+    "VolumeKeyMissingError",
     "VolumeNotFoundError",
     "WrongKeyError",
     "__version__",
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
         StorageError,
         StorageUnavailableError,
         VolumeCorruptError,
+        VolumeKeyMissingError,
         VolumeNotFoundError,
         WrongKeyError,
     )

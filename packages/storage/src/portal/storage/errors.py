@@ -23,6 +23,7 @@ __all__ = [
     "StorageError",
     "StorageUnavailableError",
     "VolumeCorruptError",
+    "VolumeKeyMissingError",
     "VolumeNotFoundError",
     "WrongKeyError",
 ]
@@ -104,6 +105,12 @@ class VolumeNotFoundError(StorageError):
     """``Volume.from_name`` named a volume that does not exist and was not asked to create it."""
 
     code: ClassVar[str] = "VOLUME_NOT_FOUND"
+
+
+class VolumeKeyMissingError(StorageError):
+    """This machine's key store holds no key for a volume whose manifest it must verify."""
+
+    code: ClassVar[str] = "VOLUME_KEY_MISSING"
 
 
 class VolumeCorruptError(StorageError):

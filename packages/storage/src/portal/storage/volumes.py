@@ -16,15 +16,24 @@ sees the old version or the new one. Concurrent commits from two machines: the l
 Volumes hold the user's files as they are (not encrypted by Portal, like a bucket: use the
 bucket's encryption); their contents are checked against SHA-256 on download.
 
-A manifest is read as untrusted input (anyone who can write the bucket can write it): before
-anything is written, every path must be relative, without ``.``/``..`` parts, and reach the mount
-through no symbolic link, and modes keep their permission bits only (never setuid, setgid or
-sticky). One bad entry refuses the whole reload, named, with nothing written.
+The manifest is authenticated: it is stored with an HMAC-SHA256 under the volume's own key, kept
+in the key store beside the job keys (``PORTAL_HOME/keys/volume-NAME.key``, or a KMS plugin's),
+never in the bucket. Someone who can write the bucket but holds no key cannot change what a mount
+holds: a manifest whose code does not verify (or that has none) is refused, named, before anything
+is fetched. Another machine mounts the volume once it holds the key (copy it as you copy job
+keys, or use a shared key store). A bucket writer can still put back an older manifest of the
+same volume (its code is valid): the version it mounts is then said in ``reload``'s answer.
+
+A manifest is also read as untrusted input: before anything is written, every path must be
+relative, without ``.``/``..`` parts, and reach the mount through no symbolic link, and modes keep
+their permission bits only (never setuid, setgid or sticky). One bad entry refuses the whole
+reload, named, with nothing written.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import shutil
 from collections.abc import Mapping
@@ -35,13 +44,20 @@ from typing import Any
 import msgspec
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
-from portal.core.specs import StorageBackend
+from portal.core.specs import KeyStore, StorageBackend
 from portal.storage.backend import open_backend
-from portal.storage.errors import StorageError, VolumeCorruptError, VolumeNotFoundError
+from portal.storage.errors import (
+    JobKeyExistsError,
+    JobKeyMissingError,
+    StorageError,
+    VolumeCorruptError,
+    VolumeKeyMissingError,
+    VolumeNotFoundError,
+)
 from portal.storage.layout import check_id
 from portal.storage.retry import RetryPolicy
 
-__all__ = ["TEMP_MARK", "Volume", "VolumeFile", "VolumeManifest"]
+__all__ = ["TEMP_MARK", "Volume", "VolumeFile", "VolumeManifest", "key_id"]
 
 #: A file whose name contains this is a write in progress: a commit leaves it out. Writers that
 #: save into a mounted volume (bladekit's save_checkpoint) name their temp files with it.
@@ -63,6 +79,25 @@ class VolumeManifest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     version: int = 0
     committed_at: float = 0.0
     files: dict[str, VolumeFile] = {}
+
+
+class _Signed(msgspec.Struct, frozen=True, kw_only=True):
+    """What the ``manifest`` object holds: the manifest's exact bytes and their code."""
+
+    format: int = 2
+    manifest: msgspec.Raw
+    mac: str
+
+
+def _mac(key: bytes, name: str, body: bytes) -> str:
+    """The manifest's code, bound to the volume's name (one volume's manifest is no other's)."""
+    message = b"portal volume manifest\0" + name.encode() + b"\0" + body
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def key_id(name: str) -> str:
+    """The volume's key's name in the key store (beside the job keys, ``j-...``)."""
+    return f"volume-{name}"
 
 
 class _Marker(msgspec.Struct, frozen=True, kw_only=True):
@@ -89,9 +124,11 @@ class Volume:
         clock: Clock = SYSTEM_CLOCK,
         retry: RetryPolicy | None = None,
         parallelism: int = 8,
+        keys: KeyStore | None = None,
     ) -> None:
         self.name = check_id(name, "volume name")
         self.backend = backend
+        self._keys = keys  # resolved from PORTAL_HOME and the plugins on first use when None
         self.url = backend.url.rstrip("/")
         self.clock = clock
         self.retry = retry or RetryPolicy(clock=clock)
@@ -113,14 +150,21 @@ class Volume:
         options: Mapping[str, Any] | None = None,
         environ: Mapping[str, str] | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        keys: KeyStore | None = None,
     ) -> Volume:
         """The volume called ``name`` in the store at ``url`` (default: Portal's storage setting,
-        ``PORTAL_STORAGE_URL`` or ``PORTAL_HOME/store``). Created when missing only if asked."""
-        if url is None:
+        ``PORTAL_STORAGE_URL`` or ``PORTAL_HOME/store``). Created when missing only if asked.
+        ``keys``: where its key is (default: the key store of ``PORTAL_HOME``)."""
+        if url is None or keys is None:
             from portal.core.settings import Settings
 
-            url = Settings.load(environ=environ, plugins=False).storage_url
-        volume = cls(name, open_backend(url, options), clock=clock)
+            settings = Settings.load(environ=environ, plugins=False)
+            url = url if url is not None else settings.storage_url
+            if keys is None:
+                from portal.storage.keys import resolve_key_store
+
+                keys = resolve_key_store(settings.home)
+        volume = cls(name, open_backend(url, options), clock=clock, keys=keys)
         marker = volume._key("volume")
         if not volume._call(lambda: volume.backend.exists(marker), f"check {marker}"):
             if not create_if_missing:
@@ -140,13 +184,61 @@ class Volume:
     def _call(self, fn: Any, what: str) -> Any:
         return self.retry.call(fn, what=what, url=self.url)
 
+    def _key_store(self) -> KeyStore:
+        if self._keys is None:
+            from portal.core.settings import Settings
+            from portal.storage.keys import resolve_key_store
+
+            self._keys = resolve_key_store(Settings.load(plugins=False).home)
+        return self._keys
+
+    def _mac_key(self, *, create: bool) -> bytes:
+        """The volume's key; made when ``create`` (a volume's first commit) and none exists."""
+        keys, kid = self._key_store(), key_id(self.name)
+        try:
+            return keys.get(kid)
+        except (KeyError, JobKeyMissingError):
+            if not create:
+                raise VolumeKeyMissingError(
+                    f"this machine holds no key for volume {self.name!r} ({kid} in its key "
+                    f"store), so its manifest in {self.url} cannot be verified and is not used. "
+                    "Copy the key from the machine that made the volume (PORTAL_HOME/keys/"
+                    f"{kid}.key, as job keys are copied), or use a key store plugin both share",
+                    details={"volume": self.name, "key": kid},
+                ) from None
+        try:
+            return keys.create(kid)
+        except JobKeyExistsError:  # made meanwhile by another process of this user
+            return keys.get(kid)
+
     def _remote(self) -> VolumeManifest:
+        """The committed manifest, verified with the volume's key (an empty one when none)."""
         key = self._key("manifest")
         try:
             data = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
         except FileNotFoundError:
             return VolumeManifest(name=self.name)
-        return msgspec.json.decode(data, type=VolumeManifest)
+        try:
+            signed = msgspec.json.decode(data, type=_Signed)
+        except msgspec.DecodeError:
+            raise self._unverified(
+                "it carries no code (written by an older Portal, or by someone without the key)"
+            ) from None
+        expected = _mac(self._mac_key(create=False), self.name, bytes(signed.manifest))
+        if not hmac.compare_digest(expected, signed.mac):
+            raise self._unverified("its code does not verify with this volume's key")
+        try:
+            return msgspec.json.decode(bytes(signed.manifest), type=VolumeManifest)
+        except msgspec.DecodeError as exc:
+            raise self._unverified(f"it cannot be read ({exc})") from None
+
+    def _unverified(self, why: str) -> VolumeCorruptError:
+        return VolumeCorruptError(
+            f"the manifest of volume {self.name!r} in {self.url} is not used: {why}. Nothing was "
+            "fetched or written. If you wrote it with a Portal that did not sign manifests, or "
+            "it is damaged, commit the volume again from a machine that holds its files and key",
+            details={"volume": self.name},
+        )
 
     # --- mounting -----------------------------------------------------------------------------
 
@@ -193,7 +285,16 @@ class Volume:
     def commit(self) -> int:
         """Upload changed files and publish them as the volume's new version; returns it."""
         local = self._local_files()
-        remote = self._remote()
+        first = not self._call(
+            lambda: self.backend.exists(self._key("manifest")), "check the manifest"
+        )
+        mac_key = self._mac_key(create=first)  # a volume's first commit makes its key
+        try:
+            remote = self._remote()
+        except VolumeCorruptError:
+            # A manifest that does not verify is replaced whole: nothing it lists is trusted
+            # (every file is sent again), which is the way out its error gives.
+            remote = VolumeManifest(name=self.name, version=self.version or 0)
         stored = {f.sha256 for f in remote.files.values()}
         files: dict[str, VolumeFile] = {}
         uploads: dict[str, Path] = {}
@@ -224,8 +325,11 @@ class Volume:
             name=self.name, version=version, committed_at=self.clock.now(), files=files
         )
         body = msgspec.json.encode(manifest)
+        signed = msgspec.json.encode(
+            _Signed(manifest=msgspec.Raw(body), mac=_mac(mac_key, self.name, body))
+        )
         key = self._key("manifest")
-        self._call(lambda: self.backend.write_bytes(key, body), f"write {key}")
+        self._call(lambda: self.backend.write_bytes(key, signed), f"write {key}")
         self.version = version
         return version
 
