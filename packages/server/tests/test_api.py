@@ -79,7 +79,7 @@ def test_reads_and_writes_with_a_token_and_a_revoked_token_is_refused_at_once(
 ) -> None:
     bob, _ = server.tokens.create("bob")
     assert raw("POST", "/v1/jobs", JOB, token=bob)[0] == 201
-    status, _, job = raw("GET", "/v1/jobs/j-a", token=server.token)
+    status, _, job = raw("GET", "/v1/jobs/j-a", token=bob)
     assert (status, job["id"], job["state"]) == (200, "j-a", "running")
     revoked = subprocess.run(
         [sys.executable, "-m", "portal.cli", "server", "token", "revoke", "bob"],
@@ -97,12 +97,92 @@ def test_reads_and_writes_with_a_token_and_a_revoked_token_is_refused_at_once(
 def test_each_write_is_logged_with_its_user(raw: Raw, server: ServerProcess) -> None:
     alice, _ = server.tokens.create("alice")
     raw("POST", "/v1/jobs", JOB, token=alice)
+    raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=alice)
     raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=server.token)
     raw("GET", "/v1/jobs", token=alice)
     log = server.log.read_text()
     assert "alice POST /v1/jobs -> 201" in log
-    assert "tester POST /v1/jobs/j-a/state -> 200" in log
+    assert "alice POST /v1/jobs/j-a/state -> 200" in log
+    assert "tester POST /v1/jobs/j-a/state -> 404" in log  # not tester's job
     assert "GET /v1/jobs" not in log  # reads are not logged
+
+
+# --- who may see and change a job ------------------------------------------------------------
+
+
+def test_a_user_sees_and_changes_only_their_jobs_and_an_admin_every_one(
+    raw: Raw, server: ServerProcess
+) -> None:
+    alice, _ = server.tokens.create("alice")
+    bob, _ = server.tokens.create("bob")
+    root, _ = server.tokens.create("root", role="admin")
+    assert raw("POST", "/v1/jobs", JOB, token=alice)[0] == 201
+    assert raw("POST", "/v1/jobs", {**JOB, "id": "j-b"}, token=bob)[0] == 201
+    ids = lambda token: [j["id"] for j in raw("GET", "/v1/jobs", token=token)[2]["jobs"]]  # noqa: E731
+    assert ids(alice) == ["j-a"] and ids(bob) == ["j-b"]
+    assert sorted(ids(root)) == ["j-a", "j-b"]
+    for method, path, body in ROUTES:  # every route under alice's job, with bob's token
+        if "/jobs/j-a" not in path:
+            continue
+        status, _, answer = raw(method, path, body, token=bob)
+        assert status == 404 and answer["code"] == "JOB_NOT_FOUND", (method, path, answer)
+        assert "among bob's" in answer["message"]
+    assert raw("GET", "/v1/jobs/j-a/events?after=0", token=alice)[2] == {"events": []}
+    assert raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=root)[0] == 200
+
+
+def test_no_client_writes_the_owner(raw: Raw, server: ServerProcess) -> None:
+    mallory, _ = server.tokens.create("mallory")
+    assert raw("POST", "/v1/jobs", JOB, token=mallory)[0] == 201
+    forged = {"at": 1.0, "kind": "server.owner", "message": "", "data": {"user": "alice"}}
+    status, _, answer = raw("POST", "/v1/jobs/j-a/events", forged, token=mallory)
+    assert status == 400 and "the server's own" in answer["message"]
+
+
+def test_an_expired_token_is_refused_saying_so(raw: Raw, server: ServerProcess) -> None:
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "portal.cli",
+            "server",
+            "token",
+            "create",
+            "temp",
+            "--expires",
+            "1s",
+        ],
+        env={**os.environ, "PORTAL_HOME": str(server.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "expires in 1s" in made.stderr
+    token = made.stdout.strip()
+    listed = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "server", "token", "list"],
+        env={**os.environ, "PORTAL_HOME": str(server.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert listed.splitlines()[0].split() == ["USER", "ROLE", "CREATED", "EXPIRES"]
+    temp = next(line for line in listed.splitlines() if line.startswith("temp"))
+    assert temp.split()[1] == "user" and "never" not in temp
+    import time
+
+    time.sleep(1.1)
+    status, _, answer = raw("GET", "/v1/jobs", token=token)
+    assert status == 401 and "the token of temp expired at" in answer["message"]
+    bad = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "server", "token", "create", "x", "--expires", "soon"],
+        env={**os.environ, "PORTAL_HOME": str(server.home)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 64 and "--expires 'soon'" in bad.stderr
 
 
 # --- versions and paths -----------------------------------------------------------------------

@@ -30,8 +30,12 @@ def test_a_token_is_printed_once_and_only_its_hash_is_kept(tmp_path: Path) -> No
 
     listed = portal(tmp_path, "server", "token", "list")
     assert listed.returncode == 0
-    assert listed.stdout.splitlines()[0].split() == ["USER", "CREATED"]
-    assert listed.stdout.splitlines()[1].startswith("alice  ")
+    assert listed.stdout.splitlines()[0].split() == ["USER", "ROLE", "CREATED", "EXPIRES"]
+    assert listed.stdout.splitlines()[1].startswith("alice  user  ")
+    assert listed.stdout.splitlines()[1].endswith("  never")
+    admin = portal(tmp_path, "server", "token", "create", "root", "--admin")
+    assert admin.returncode == 0 and "an admin token for root" in admin.stderr
+    assert TokenFile(path).principal_of(admin.stdout.strip()).admin  # type: ignore[union-attr]
     assert token not in listed.stdout
 
 

@@ -124,13 +124,13 @@ def _control_plane(value: Any) -> str:
     raise ValueError("expected the control-plane service's http:// or https:// URL")
 
 
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 #: ``checkpoint_every = auto``: every 30 minutes on a spot machine, off on any other.
 CHECKPOINT_EVERY_SPOT_S = 1800.0
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds in ``30s``, ``10m``, ``1h`` or a plain number of seconds (``45``, ``2.5``)."""
+    """Seconds in ``30s``, ``10m``, ``1h``, ``30d`` or a plain number of seconds (``45``)."""
     text = str(value).strip().lower()
     unit = _DURATION_UNITS.get(text[-1:]) if text else None
     number = text[:-1] if unit is not None else text

@@ -5,6 +5,11 @@ types of :mod:`portal.control.api`; ``docs/control-plane-api.md`` lists them. Ev
 ``/v1/health`` needs a valid token (``Authorization: Bearer ...``): there are no anonymous
 reads or writes. Each write is logged with the user whose token made it.
 
+Jobs are owned: the server records who created each one (event ``server.owner``, which no client
+may write), and a ``user`` token sees and changes only its own jobs (another's is answered as not
+found: a job's existence is not told to others); an ``admin`` token sees every job. A job made
+before owners were recorded is an admin's.
+
 The store's calls block (SQLite, psycopg), so each runs in Starlette's thread pool; both stores
 keep one connection per thread, and their own locking keeps concurrent requests safe.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
@@ -26,10 +32,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from portal.control import api
-from portal.control.store import ControlStore
-from portal.core.domain import AttemptState, JobState, is_job_id
+from portal.control.store import ControlStore, JobNotFoundError
+from portal.core.domain import AttemptState, Event, Job, JobState, is_job_id
 from portal.core.errors import InvalidArgumentError, PortalError
-from portal.server.tokens import TokenFile
+from portal.server.tokens import Principal, TokenFile
 
 __all__ = ["build_app"]
 
@@ -43,6 +49,9 @@ _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 _WAY_IN = (
     "set PORTAL_TOKEN to a token from `portal server token create USER` (run where the server runs)"
 )
+
+#: The event the server writes when a job is created, naming its owner; reserved to the server.
+OWNER_EVENT = "server.owner"
 
 #: HTTP status of each refusal, by its stable code; other input errors are 400, the rest 500.
 _STATUS = {
@@ -176,6 +185,42 @@ class _Api:
         self.store = store
         self.tokens = tokens
         self.store_kind = store_kind
+        self._owners: dict[str, str | None] = {}  # job id -> its owner (fixed once created)
+
+    # --- ownership ----------------------------------------------------------------------------
+
+    def _owner(self, job_id: str) -> str | None:
+        """Who created the job (its first ``server.owner`` event); None: made before owners."""
+        if job_id not in self._owners:
+            owner = None
+            for _, event in self.store.events(job_id):
+                if event.kind == OWNER_EVENT:
+                    owner = str(event.data.get("user"))
+                    break
+            self._owners[job_id] = owner
+        return self._owners[job_id]
+
+    def _mine(self, who: Principal, job: Job) -> bool:
+        return who.admin or self._owner(job.id) == who.user
+
+    def _own_job(self, request: Request, name: str) -> str:
+        """The job id a path names, once the request's principal may use it (in a worker)."""
+        ref = _job_param(request, name)
+        who: Principal = request.state.principal
+        try:
+            job = self.store.get_job(ref)
+        except JobNotFoundError:
+            return ref  # the store's own call refuses it, in its own words
+        if not self._mine(who, job):
+            raise JobNotFoundError(
+                f"no job {ref!r} among {who.user}'s: a job is seen and changed by the user who "
+                "created it (and by admins)",
+                details={"job": ref},
+            )
+        return job.id
+
+    async def _job_id(self, request: Request, name: str = "job") -> str:
+        return await self._call(self._own_job, request, name)
 
     async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await run_in_threadpool(fn, *args, **kwargs)
@@ -241,21 +286,41 @@ class _Api:
             job = wire.to_job()
         except (ValueError, TypeError) as why:
             raise InvalidArgumentError(f"the job is not valid: {why}") from None
-        return api.JobWire.of(await self._call(self.store.create_job, job))
+        who: Principal = request.state.principal
+        return api.JobWire.of(await self._call(self._create_owned, job, who.user))
+
+    def _create_owned(self, job: Job, user: str) -> Job:
+        created = self.store.create_job(job)
+        self.store.append_event(
+            Event(
+                job_id=created.id,
+                at=created.created_at,
+                kind=OWNER_EVENT,
+                message=f"job created by {user}",
+                data={"user": user},
+            )
+        )
+        self._owners[created.id] = user
+        return created
 
     async def list_jobs(self, request: Request) -> msgspec.Struct:
-        jobs = await self._call(self.store.list_jobs)
-        return api.JobList(jobs=[api.JobWire.of(j) for j in jobs])
+        who: Principal = request.state.principal
+
+        def mine() -> list[Job]:
+            return [j for j in self.store.list_jobs() if self._mine(who, j)]
+
+        return api.JobList(jobs=[api.JobWire.of(j) for j in await self._call(mine)])
 
     async def get_job(self, request: Request) -> msgspec.Struct:
-        return api.JobWire.of(await self._call(self.store.get_job, _job_param(request, "ref")))
+        job_id = await self._job_id(request, "ref")
+        return api.JobWire.of(await self._call(self.store.get_job, job_id))
 
     async def set_state(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.SetStateRequest)
         expect = None if body.expect is None else [_job_state(s) for s in body.expect]
         job = await self._call(
             self.store.set_job_state,
-            _job_param(request, "job"),
+            await self._job_id(request),
             _job_state(body.state),
             expect=expect,
         )
@@ -263,10 +328,12 @@ class _Api:
 
     async def heard(self, request: Request) -> None:
         body = await self._body(request, api.HeardRequest)
-        await self._call(self.store.heard, _job_param(request, "job"), body.at)
+        await self._call(self.store.heard, await self._job_id(request), body.at)
 
     async def last_heard(self, request: Request) -> msgspec.Struct:
-        return api.LastHeard(at=await self._call(self.store.last_heard, _job_param(request, "job")))
+        return api.LastHeard(
+            at=await self._call(self.store.last_heard, await self._job_id(request))
+        )
 
     # --- attempts -----------------------------------------------------------------------------
 
@@ -274,7 +341,7 @@ class _Api:
         body = await self._body(request, api.StartAttemptRequest)
         attempt = await self._call(
             self.store.start_attempt,
-            _job_param(request, "job"),
+            await self._job_id(request),
             machine=body.machine,
             at=body.at,
             resumed_from=body.resumed_from,
@@ -291,7 +358,7 @@ class _Api:
             )
         attempt = await self._call(
             self.store.end_attempt,
-            _job_param(request, "job"),
+            await self._job_id(request),
             number,
             state=_attempt_state(body.state),
             at=body.at,
@@ -300,17 +367,21 @@ class _Api:
         return api.AttemptWire.of(attempt)
 
     async def attempts(self, request: Request) -> msgspec.Struct:
-        found = await self._call(self.store.attempts, _job_param(request, "job"))
+        found = await self._call(self.store.attempts, await self._job_id(request))
         return api.AttemptList(attempts=[api.AttemptWire.of(a) for a in found])
 
     # --- events -------------------------------------------------------------------------------
 
     async def append_event(self, request: Request) -> msgspec.Struct:
-        from portal.core.domain import Event
-
         body = await self._body(request, api.NewEvent)
+        if body.kind == OWNER_EVENT:
+            raise InvalidArgumentError(
+                f"event kind {OWNER_EVENT!r} is the server's own (it records who created a job); "
+                "a client may not write it",
+                details={"kind": body.kind},
+            )
         event = Event(
-            job_id=_job_param(request, "job"),
+            job_id=await self._job_id(request),
             at=body.at,
             kind=body.kind,
             message=body.message,
@@ -321,10 +392,12 @@ class _Api:
 
     async def events(self, request: Request) -> msgspec.Struct:
         after = self._query_number(request, "after", int, 0)
-        found = await self._call(self.store.events, _job_param(request, "job"), after=after)
+        found = await self._call(self.store.events, await self._job_id(request), after=after)
         return api.EventList(
             events=[
-                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found
+                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e))
+                for s, e in found
+                if e.kind != OWNER_EVENT  # the server's bookkeeping, not the job's story
             ]
         )
 
@@ -341,7 +414,7 @@ class _Api:
 
     # --- every route's wrapper: the token, the answer, the refusal ----------------------------
 
-    def user(self, request: Request) -> str:
+    def principal(self, request: Request) -> Principal:
         header = request.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -349,13 +422,20 @@ class _Api:
                 f"the control plane refused {request.method} {request.url.path}: the request "
                 f"has no token; {_WAY_IN}"
             )
-        user = self.tokens.user_of(token.strip())
-        if user is None:
+        who = self.tokens.principal_of(token.strip())
+        if who is None:
             raise api.UnauthorizedError(
                 f"the control plane refused {request.method} {request.url.path}: its token is "
                 f"unknown or revoked; {_WAY_IN}"
             )
-        return user
+        if who.expired_at is not None:
+            when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(who.expired_at))
+            raise api.UnauthorizedError(
+                f"the control plane refused {request.method} {request.url.path}: the token of "
+                f"{who.user} expired at {when}; ask for a new one (`portal server token create "
+                f"{who.user} --expires 30d`, run where the server runs)"
+            )
+        return who
 
     def route(
         self, path: str, method: str, handler: _Handler, *, status: int = 200, open_: bool = False
@@ -364,7 +444,8 @@ class _Api:
             user = "-"
             try:
                 if not open_:
-                    user = self.user(request)
+                    request.state.principal = who = self.principal(request)
+                    user = who.user
                 answer = _json(await handler(request), status)
             except api.UnauthorizedError as exc:
                 log.warning("refused %s %s: %s", request.method, request.url.path, exc.message)

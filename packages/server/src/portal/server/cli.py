@@ -27,7 +27,7 @@ from typing import Any
 
 from portal.control.select import open_database_store
 from portal.core.errors import InvalidArgumentError, PortalError
-from portal.core.settings import Settings
+from portal.core.settings import Settings, parse_duration
 from portal.server.tokens import TokenFile
 
 __all__ = ["DEFAULT_PORT", "TOKENS_NAME", "main"]
@@ -83,6 +83,18 @@ def _parser() -> argparse.ArgumentParser:
             one.add_argument("user", metavar="USER")
         # Its own dest: `portal server --tokens F token list` must keep F.
         one.add_argument("--tokens", dest="token_file", metavar="FILE", help="the tokens file")
+        if verb == "create":
+            one.add_argument(
+                "--admin",
+                action="store_true",
+                help="an administrator's token: sees and changes every user's jobs (default: "
+                "only the jobs this token created)",
+            )
+            one.add_argument(
+                "--expires",
+                metavar="DURATION",
+                help="refused this long after now: 12h, 30d, or seconds (default: never)",
+            )
     return parser
 
 
@@ -115,27 +127,52 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
     if options.verb == "create":
-        token, replaced = tokens.create(options.user)
+        lifetime = None
+        if options.expires is not None:
+            try:
+                lifetime = parse_duration(options.expires)
+            except ValueError as why:
+                raise InvalidArgumentError(
+                    f"--expires {options.expires!r}: {why}, or days (30d)",
+                    details={"expires": options.expires},
+                ) from None
+        role = "admin" if options.admin else "user"
+        token, replaced = tokens.create(options.user, role=role, expires_in_s=lifetime)
         print(token, flush=True)
         note(
-            f"token for {options.user} created in {tokens.path}"
+            f"{'an admin ' if options.admin else ''}token for {options.user} created in "
+            f"{tokens.path}"
             + (" (their previous token no longer works)" if replaced else "")
+            + (f"; it expires in {options.expires}" if lifetime is not None else "")
             + "; it is shown only now: give it to them as PORTAL_TOKEN"
         )
     elif options.verb == "list":
         entries = tokens.entries()
-        rows = [("USER", "CREATED")]
+        rows = [("USER", "ROLE", "CREATED", "EXPIRES")]
         rows += [
-            (e.user, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.created_at)))
+            (
+                e.user,
+                e.role,
+                _when(e.created_at),
+                "never" if e.expires_at is None else _when(e.expires_at),
+            )
             for e in entries
         ]
-        width = max(len(r[0]) for r in rows)
-        for user, created in rows:
-            print(f"{user.ljust(width)}  {created}")
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for row in rows:
+            print(
+                "  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths, strict=True))
+                + "  "
+                + row[3]
+            )
     else:
         tokens.revoke(options.user)
         note(f"token of {options.user} revoked: the server refuses it from its next request")
     return 0
+
+
+def _when(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def _tls(cert: str | None, key: str | None) -> tuple[str, str] | None:

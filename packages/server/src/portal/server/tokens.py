@@ -5,6 +5,10 @@ SHA-256 of the token and when it was made: a copy of the file lets no one in. A 
 random bytes (``secrets``), so a plain hash is enough (nothing to guess, nothing to salt against).
 The running server re-reads the file when it changes, so a revoke takes effect at once.
 One token per user: creating another replaces the first.
+
+A token has a role: ``user`` (the default) sees and changes only the jobs it created; ``admin``
+(``token create USER --admin``) every job. It may expire (``--expires 30d``): from then on the
+server refuses it, saying so.
 """
 
 from __future__ import annotations
@@ -24,17 +28,35 @@ import msgspec
 
 from portal.core.errors import InvalidArgumentError
 
-__all__ = ["TOKEN_PREFIX", "TokenEntry", "TokenFile", "token_hash"]
+__all__ = ["ROLES", "TOKEN_PREFIX", "Principal", "TokenEntry", "TokenFile", "token_hash"]
 
 TOKEN_PREFIX = "ptk_"
 _USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
 _FORMAT = 1
+#: ``user``: its own jobs only; ``admin``: every job.
+ROLES = ("user", "admin")
 
 
 class TokenEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     user: str
     sha256: str
     created_at: float
+    role: str = "user"
+    #: Unix time after which the server refuses the token (None: never).
+    expires_at: float | None = None
+
+
+class Principal(msgspec.Struct, frozen=True, kw_only=True):
+    """Who a request's token speaks for."""
+
+    user: str
+    role: str = "user"
+    #: The token is known but past its expiry: refused, with that reason.
+    expired_at: float | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.role == "admin"
 
 
 class _Stored(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -57,15 +79,28 @@ class TokenFile:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._seen: tuple[int, int, int] | None = None  # (inode, size, mtime) last read
-        self._by_hash: dict[str, str] = {}
+        self._by_hash: dict[str, TokenEntry] = {}
 
     # --- the server's side --------------------------------------------------------------------
 
-    def user_of(self, token: str) -> str | None:
-        """Whose ``token`` this is, or None (unknown, revoked, or no tokens file)."""
+    def principal_of(self, token: str, *, now: float | None = None) -> Principal | None:
+        """Whom ``token`` speaks for, or None (unknown, revoked, or no tokens file); an expired
+        token's principal says when it expired."""
         with self._lock:
             self._refresh()
-            return self._by_hash.get(token_hash(token))
+            entry = self._by_hash.get(token_hash(token))
+        if entry is None:
+            return None
+        now = time.time() if now is None else now
+        expired = (
+            entry.expires_at if entry.expires_at is not None and now >= entry.expires_at else None
+        )
+        return Principal(user=entry.user, role=entry.role, expired_at=expired)
+
+    def user_of(self, token: str) -> str | None:
+        """Whose valid ``token`` this is, or None (unknown, revoked, expired, or no file)."""
+        principal = self.principal_of(token)
+        return principal.user if principal is not None and principal.expired_at is None else None
 
     def _refresh(self) -> None:
         try:
@@ -75,7 +110,7 @@ class TokenFile:
             return
         seen = (st.st_ino, st.st_size, st.st_mtime_ns)
         if seen != self._seen:
-            self._by_hash = {e.sha256: e.user for e in self.entries()}
+            self._by_hash = {e.sha256: e for e in self.entries()}
             self._seen = seen
 
     # --- the administrator's side -------------------------------------------------------------
@@ -102,12 +137,34 @@ class TokenFile:
             )
         return list(stored.tokens)
 
-    def create(self, user: str, *, now: float | None = None) -> tuple[str, bool]:
-        """A new token for ``user`` (returned once, never stored) and whether it replaced one."""
+    def create(
+        self,
+        user: str,
+        *,
+        now: float | None = None,
+        role: str = "user",
+        expires_in_s: float | None = None,
+    ) -> tuple[str, bool]:
+        """A new token for ``user`` (returned once, never stored) and whether it replaced one.
+        ``role``: ``user`` or ``admin``; ``expires_in_s``: refused that long after now."""
         _check_user(user)
+        if role not in ROLES:
+            raise InvalidArgumentError(
+                f"role {role!r} is not one of {', '.join(ROLES)}", details={"role": role}
+            )
+        if expires_in_s is not None and not 0 < expires_in_s < float("inf"):
+            raise InvalidArgumentError(
+                f"a token's lifetime must be above 0 s, not {expires_in_s!r}",
+                details={"expires_in_s": expires_in_s},
+            )
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        created = time.time() if now is None else now
         entry = TokenEntry(
-            user=user, sha256=token_hash(token), created_at=time.time() if now is None else now
+            user=user,
+            sha256=token_hash(token),
+            created_at=created,
+            role=role,
+            expires_at=None if expires_in_s is None else created + expires_in_s,
         )
         with self._editing() as entries:
             replaced = any(e.user == user for e in entries)
