@@ -20,7 +20,7 @@ from portal.control.remote import HttpControlStore
 from portal.control.store import ControlStore, SqliteControlStore
 from portal.core.domain import AttemptState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
-from portal.server.testing import ServerProcess
+from portal.server.testing import ServerProcess, running_server
 
 JOB = {"id": "j-a", "script": "train.py", "workdir": "/w", "created_at": 1.0, "state": "running"}
 
@@ -439,3 +439,34 @@ def test_a_restarted_server_is_reached_again_on_a_kept_connection(tmp_path: Path
         assert again.url == first.url
         assert [j.id for j in store.list_jobs()] == ["j-a"]
     store.close()
+
+
+# --- a user's rate ------------------------------------------------------------------------------
+
+
+def test_each_user_is_held_to_the_rate_and_the_client_waits_its_turn(tmp_path: Path) -> None:
+    """--rate-limit 2 (bursts of 20): past the burst a user is answered 429 RATE_LIMITED with
+    Retry-After; another user is not slowed; Portal's client waits and asks again."""
+    with running_server("sqlite", home=tmp_path / "server", args=["--rate-limit", "2"]) as server:
+        raw = Raw(server.url)
+        statuses = [raw("GET", "/v1/jobs", token=server.token) for _ in range(25)]
+        refused = [s for s in statuses if s[0] == 429]
+        assert 20 <= 25 - len(refused) <= 22, [s[0] for s in statuses]
+        _, headers, answer = refused[0]
+        assert answer["code"] == "RATE_LIMITED" and int(headers["retry-after"]) >= 1
+        assert "more than 2 requests a second" in answer["message"]
+        other, _ = server.tokens.create("other")
+        assert raw("GET", "/v1/jobs", token=other)[0] == 200  # a bucket per user
+        client = HttpControlStore(server.url, token=server.token)
+        try:
+            assert client.list_jobs() == []  # waited for its turn rather than failing
+        finally:
+            client.close()
+    bad = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "server", "--rate-limit", "-1"],
+        env={**os.environ, "PORTAL_HOME": str(tmp_path / "x")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 64 and "expected requests a second" in bad.stderr

@@ -48,6 +48,7 @@ __all__ = [
     "JobWire",
     "LastHeard",
     "NewEvent",
+    "RateLimitedError",
     "ReclaimList",
     "ReclaimRequest",
     "ReclaimWire",
@@ -234,6 +235,13 @@ class ControlPlaneBusyError(PortalError):
     code: ClassVar[str] = "CONTROL_PLANE_BUSY"
 
 
+class RateLimitedError(PortalError):
+    """A user sent more requests than the service takes from one user (``Retry-After`` says
+    when to ask again; the client waits and asks again a few times before it says so)."""
+
+    code: ClassVar[str] = "RATE_LIMITED"
+
+
 class UnauthorizedError(PortalError):
     """A request without a valid token (missing, unknown or revoked)."""
 
@@ -253,6 +261,7 @@ def _known_errors() -> dict[str, type[PortalError]]:
         ControlDatabaseError,
         ControlPlaneUnavailableError,
         ControlPlaneBusyError,
+        RateLimitedError,
         UnauthorizedError,
     ]
     return {cls.code: cls for cls in classes}

@@ -43,6 +43,11 @@ _ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[type[Any], msgspec.json.Decoder[Any]] = {}
 
 
+#: How long a rate-limited request waits before each of its next tries (at most: the server's
+#: Retry-After is taken when shorter); then the refusal is raised.
+_RATE_WAITS = (1.0, 2.0, 4.0)
+
+
 def _decoder(kind: type[T]) -> msgspec.json.Decoder[T]:
     found = _DECODERS.get(kind)
     if found is None:
@@ -130,7 +135,9 @@ class HttpControlStore:
     ) -> T | None:
         payload = None if body is None else _ENCODER.encode(body)
         target = self._prefix + path
-        for _ in range(2):
+        waits = list(_RATE_WAITS)  # a rate-limited request is asked again after Retry-After
+        retried_stale = False
+        while True:
             conn, reused = self._connection()
             try:
                 conn.request(method, target, body=payload, headers=self._headers)
@@ -138,7 +145,8 @@ class HttpControlStore:
                 data = response.read()
             except _STALE as why:
                 self._drop(conn)
-                if reused:
+                if reused and not retried_stale:
+                    retried_stale = True
                     continue  # the server closed it while idle: the request never arrived
                 raise self._unreachable(why) from None
             except (OSError, http.client.HTTPException) as why:
@@ -147,8 +155,15 @@ class HttpControlStore:
             self._local.last = time.monotonic()
             if response.getheader("Connection", "").lower() == "close":
                 self._drop(conn)
+            if response.status == 429 and waits:
+                cap = waits.pop(0)
+                try:
+                    wait = float(response.getheader("Retry-After", "") or cap)
+                except ValueError:
+                    wait = cap
+                time.sleep(min(max(wait, 0.0), cap))
+                continue
             return self._answer(method, target, response.status, data, answer)
-        raise AssertionError("unreachable")  # pragma: no cover  # the loop returns or raises
 
     def _answer(
         self, method: str, target: str, status: int, data: bytes, answer: type[T] | None

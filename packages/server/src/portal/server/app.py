@@ -17,7 +17,9 @@ keep one connection per thread, and their own locking keeps concurrent requests 
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
@@ -63,7 +65,36 @@ _STATUS = {
     "REQUEST_TOO_LARGE": 413,
     "CONTROL_DB_UNAVAILABLE": 503,
     "CONTROL_PLANE_BUSY": 503,
+    "RATE_LIMITED": 429,
 }
+
+#: Requests a second each user may send, on average (bursts of ten times that, taken at once): a
+#: node reports a few a second; a fleet of a user's jobs, a few hundred at a start.
+RATE_PER_S = 100.0
+
+
+class _RateLimit:
+    """A token bucket per user: ``rate`` requests a second on average, ``burst`` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self._buckets: dict[str, tuple[float, float]] = {}  # user -> (tokens, at)
+        self._lock = threading.Lock()
+
+    def wait_s(self, user: str) -> float:
+        """0 when ``user`` may go on now (one token taken); else the seconds until they may."""
+        if self.rate <= 0:
+            return 0.0
+        now = time.monotonic()
+        with self._lock:
+            tokens, at = self._buckets.get(user, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens >= 1.0:
+                self._buckets[user] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[user] = (tokens, now)
+            return (1.0 - tokens) / self.rate
 
 
 def _job_param(request: Request, name: str) -> str:
@@ -181,10 +212,13 @@ def _server_version() -> str:
 class _Api:
     """The handlers: each reads its request, calls the store in a worker thread, answers."""
 
-    def __init__(self, store: ControlStore, tokens: TokenFile, store_kind: str) -> None:
+    def __init__(
+        self, store: ControlStore, tokens: TokenFile, store_kind: str, limit: _RateLimit
+    ) -> None:
         self.store = store
         self.tokens = tokens
         self.store_kind = store_kind
+        self.limit = limit
         self._owners: dict[str, str | None] = {}  # job id -> its owner (fixed once created)
 
     # --- ownership ----------------------------------------------------------------------------
@@ -446,6 +480,17 @@ class _Api:
                 if not open_:
                     request.state.principal = who = self.principal(request)
                     user = who.user
+                    wait = self.limit.wait_s(user)
+                    if wait > 0:
+                        return _error(
+                            api.RateLimitedError(
+                                f"{user} sent more than {self.limit.rate:g} requests a second "
+                                f"(bursts of {self.limit.burst:g}) to the control plane: ask "
+                                f"again in {wait:.2f} s (the server's --rate-limit sets it)",
+                                details={"retry_after_s": wait},
+                            ),
+                            {"Retry-After": str(max(1, math.ceil(wait)))},
+                        )
                 answer = _json(await handler(request), status)
             except api.UnauthorizedError as exc:
                 log.warning("refused %s %s: %s", request.method, request.url.path, exc.message)
@@ -496,9 +541,19 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     )
 
 
-def build_app(store: ControlStore, tokens: TokenFile, *, store_kind: str = "sqlite") -> Starlette:
-    """The API over ``store``, open to the holders of ``tokens``."""
-    a = _Api(store, tokens, store_kind)
+def build_app(
+    store: ControlStore,
+    tokens: TokenFile,
+    *,
+    store_kind: str = "sqlite",
+    rate_per_s: float = RATE_PER_S,
+    burst: int | None = None,
+) -> Starlette:
+    """The API over ``store``, open to the holders of ``tokens``, each user held to
+    ``rate_per_s`` requests a second (bursts of ``burst``, default ten times that; 0: no
+    limit)."""
+    bucket = burst if burst is not None else max(1, math.ceil(rate_per_s * 10))
+    a = _Api(store, tokens, store_kind, _RateLimit(rate_per_s, bucket))
     v = api.PREFIX
     job = f"{v}/jobs/{{job:path}}"
     routes = [

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from portal.control.select import open_database_store
 from portal.core.errors import InvalidArgumentError, PortalError
@@ -44,7 +44,7 @@ def note(text: str) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="portal server",
         description="Serve the control plane over HTTP (API v1, per-user tokens), so that the "
         "CLI and nodes of many machines share it through PORTAL_CONTROL_PLANE.",
@@ -70,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
         "PORTAL_CONTROL_CA to the CA's certificate",
     )
     parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    parser.add_argument(
+        "--rate-limit",
+        type=_rate,
+        metavar="N",
+        help="requests a second each user may send on average (bursts of ten times that); "
+        "0 for no limit (default 100)",
+    )
     sub = parser.add_subparsers(dest="action", metavar="token")
     token = sub.add_parser("token", help="create, list or revoke users' tokens")
     verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -114,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             port=options.port,
             announce=note,
             tls=_tls(options.tls_cert, options.tls_key),
+            rate_per_s=options.rate_limit,
         )
     except InvalidArgumentError as exc:
         note(f"{exc} [{exc.code}]")
@@ -171,6 +179,24 @@ def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error's exit status Portal's (64, as every usage error)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"portal server: {message} [INVALID_ARGUMENT]\n")
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected requests a second (0 or more), not {text!r}")
+    return value
+
+
 def _when(at: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
@@ -207,13 +233,14 @@ def serve(
     port: int = DEFAULT_PORT,
     announce: Callable[[str], Any] = print,
     tls: tuple[str, str] | None = None,
+    rate_per_s: float | None = None,
 ) -> int:
     """Serve the API over the store ``db`` names on ``host:port`` (0: any free port) until
     interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
 
     from portal.control.postgres import redact_url
-    from portal.server.app import build_app
+    from portal.server.app import RATE_PER_S, build_app
 
     if not tokens.entries():
         raise InvalidArgumentError(
@@ -234,7 +261,12 @@ def serve(
         format="%(asctime)s portal-server %(levelname)s: %(message)s",
     )
     config = uvicorn.Config(
-        build_app(store, tokens, store_kind="postgresql" if postgres else "sqlite"),
+        build_app(
+            store,
+            tokens,
+            store_kind="postgresql" if postgres else "sqlite",
+            rate_per_s=RATE_PER_S if rate_per_s is None else rate_per_s,
+        ),
         log_level="warning",
         access_log=False,
         lifespan="off",
