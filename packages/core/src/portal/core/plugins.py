@@ -175,6 +175,7 @@ _INVENTORY = (
     ("portal_capture_extensions", "capture extension"),
     ("portal_placement_policies", "placement policy"),
     ("portal_catalogs", "catalog"),
+    ("portal_settings", "setting"),
 )
 #: Hooks that answer or observe rather than register: listed once per implementing plugin.
 _ANSWERING = (
