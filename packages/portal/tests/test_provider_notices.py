@@ -10,6 +10,7 @@ import pytest
 from conftest import PortalCli
 
 from portal.providers.aws.testing import FakeIMDS
+from portal.providers.azure.testing import FakeAzureMetadata
 from portal.providers.gcp.testing import FakeGCEMetadata
 
 
@@ -95,6 +96,23 @@ def test_the_checks_warning_on_a_gcp_spot_vm_says_its_30_s_notice(portal: Portal
     )
     assert warnings[0]["data"]["purchase"] == "spot"
     assert "warn (spot) at" in portal("explain", job).stdout
+
+
+@pytest.mark.one_python
+def test_an_azure_event_is_acknowledged_once_the_checkpoint_is_stored(portal: PortalCli) -> None:
+    """Azure's Scheduled Events: once the job's checkpoint is stored the node tells Azure the VM
+    is ready (StartRequests), so the eviction may start now rather than at its NotBefore."""
+    with FakeAzureMetadata() as azure:
+        portal.env["PORTAL_AZURE_METADATA_ENDPOINT"] = azure.url
+        job = portal("run", "--detach", "--name", "az", "count.py", "5").stdout.strip()
+        portal.wait_for_output(job, "step 2 ")
+        event_id = azure.preempt(in_seconds=30)
+        assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+        assert azure.acknowledged == [event_id]
+    kinds = [e["kind"] for e in _events(portal, job)]
+    assert kinds.index("suspended") < kinds.index("acknowledged"), kinds
+    told = next(e for e in _events(portal, job) if e["kind"] == "acknowledged")
+    assert str(told["message"]).startswith("told azure the job is saved (checkpoint ")
 
 
 def _events(portal: PortalCli, job: str) -> list[dict[str, object]]:

@@ -18,8 +18,10 @@ from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Decision, Job, MachineType, Notice, Offer, str_tuple
 
 __all__ = [
+    "AcknowledgesNotices",
     "CaptureExtensionSpec",
     "CatalogSpec",
+    "DescribesMachine",
     "KeyStore",
     "NoticeSource",
     "NoticeSourceContext",
@@ -90,6 +92,26 @@ class NoticeSource(Protocol):
     def close(self) -> None:
         """Release connections and threads. Idempotent."""
         ...
+
+
+@runtime_checkable
+class DescribesMachine(Protocol):
+    """Optional capability of a notice source: what machine this is, as its platform says
+    (keys ``provider``, ``instance_type``, ``capacity`` (``spot``/``on_demand``/``reserved``),
+    ``region``, ``zone``, ``pool``, ``notice_s``...; a value it cannot tell is None). The node
+    asks once at start (bounded in time): the purchase model decides the rehearsal and periodic
+    checkpoints, and ``notice_s`` the check's warning."""
+
+    def machine_info(self) -> Mapping[str, str | None]: ...
+
+
+@runtime_checkable
+class AcknowledgesNotices(Protocol):
+    """Optional capability of a notice source: tell the platform the job is saved, so that the
+    event it announced may start now (Azure's ``StartRequests``). The node calls it once the
+    checkpoint taken for ``notice`` is stored; a failure is reported, never fatal."""
+
+    def acknowledge(self, notice: Notice) -> None: ...
 
 
 @attrs.frozen(kw_only=True)

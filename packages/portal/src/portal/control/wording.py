@@ -12,6 +12,8 @@ from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
     "abandoned",
+    "acknowledge_failed",
+    "acknowledged",
     "carry_blocked",
     "carry_ok",
     "carry_partial",
@@ -52,6 +54,20 @@ def resume_hint(job: Job) -> str:
 
 def watching(names: Sequence[str]) -> str:
     return f"node watching notice sources: {', '.join(names) or 'none'}"
+
+
+def acknowledged(provider: str, checkpoint_id: str) -> str:
+    return (
+        f"told {provider} the job is saved (checkpoint {checkpoint_id}): the event it announced "
+        "may start now"
+    )
+
+
+def acknowledge_failed(provider: str, exc: BaseException) -> str:
+    return (
+        f"could not tell {provider} the job is saved ({type(exc).__name__}: {exc}); the event "
+        "starts at its announced time instead, and the checkpoint is stored either way"
+    )
 
 
 def settings_refused(why: str) -> str:

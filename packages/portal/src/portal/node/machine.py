@@ -18,6 +18,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from portal.core.specs import DescribesMachine
+
 __all__ = ["ASK_TIMEOUT_S", "machine_facts", "purchase_of"]
 
 log = logging.getLogger("portal.node")
@@ -35,11 +37,10 @@ def machine_facts(
 
     def ask() -> None:
         for source in sources:
-            info = getattr(source, "machine_info", None)
-            if not callable(info):
+            if not isinstance(source, DescribesMachine):
                 continue
             try:
-                facts = dict(info())
+                facts = dict(source.machine_info())
             except Exception as exc:  # the job runs on: the facts are a refinement
                 log.warning(
                     "notice source %s could not say what machine this is: %s",

@@ -33,6 +33,7 @@ from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
 from portal.core.errors import PortalError
+from portal.core.specs import AcknowledgesNotices
 from portal.node.carry_check import CarryCheck, ProbeSchedule, outstanding_warnings
 from portal.node.journal import Journal
 from portal.node.machine import machine_facts, purchase_of
@@ -141,7 +142,10 @@ class Node:
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
         self._pause_over = False  # the runtime abandoned or failed the notice's pause
-        self._impostor_told = False  # a peer on the socket that did not prove it is the runtime
+        self._impostor_told = False
+        self._sources: list[
+            Any
+        ] = []  # the notice sources watching this attempt's machine  # a peer on the socket that did not prove it is the runtime
         self._probe = ProbeSchedule.for_job(plane.settings, self.environ)
         self._machine = self._machine_name()
         self._purchase = purchase_model(self._machine, self.environ)
@@ -344,6 +348,7 @@ class Node:
             settings=self._source_settings(),
         )
         watcher = NoticeWatcher(sources).start()
+        self._sources = sources
         self.report("watching", wording.watching(watcher.names), sources=watcher.names)
         self._learn_machine(sources)
         if self._probe.full and not self._probe.rehearse:
@@ -377,12 +382,18 @@ class Node:
             if self._periodic.every_s is not None:
                 log.info("periodic checkpoints every %g s", self._periodic.every_s)
             code = self._supervise(process, watcher, link)
+        except BaseException:
+            watcher.close()
+            raise
         finally:
             link.close()
-            watcher.close()
+            watcher.stop()
             stdout.close()
             stderr.close()
-        return self._finish(code)
+        try:
+            return self._finish(code)
+        finally:  # open until the end: a stored checkpoint is acknowledged through its source
+            watcher.close()
 
     def _supervise(
         self, process: subprocess.Popen[bytes], watcher: NoticeWatcher, link: RuntimeLink
@@ -713,6 +724,7 @@ class Node:
                 attempt=self.attempt,
             )
             self._end(AttemptState.SUSPENDED, JobState.SUSPENDED, code, now)
+            self._acknowledge(ref.checkpoint_id)
             self._observer.suspended(ref.checkpoint_id)
         elif code == 0:
             self.report("done", wording.done(self.job), exit_code=0)
@@ -749,6 +761,32 @@ class Node:
             return self.store.latest_complete(self.job.id)
         except Exception:  # the store unreachable: the job is failed, as before
             return None
+
+    def _acknowledge(self, checkpoint_id: str) -> None:
+        """Tell the notice's platform the job is saved, where its source can (Azure: the
+        scheduled event may start now rather than at its NotBefore). Never fatal."""
+        notice = self._notice
+        if notice is None:
+            return
+        source = next((s for s in self._sources if s.name == notice.source), None)
+        if not isinstance(source, AcknowledgesNotices):
+            return
+        try:
+            source.acknowledge(notice)
+        except Exception as exc:
+            self.report(
+                "acknowledge-failed",
+                wording.acknowledge_failed(notice.provider, exc),
+                notice=notice.id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return
+        self.report(
+            "acknowledged",
+            wording.acknowledged(notice.provider, checkpoint_id),
+            notice=notice.id,
+            checkpoint=checkpoint_id,
+        )
 
     def _runtime_refusal(self, code: int) -> tuple[str, str] | None:
         """``(error code, message)`` when the runtime refused to run or resume the script (its

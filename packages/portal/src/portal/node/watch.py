@@ -92,10 +92,15 @@ class NoticeWatcher:
     def names(self) -> list[str]:
         return [s.name for s in self.sources]
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop polling; the sources stay open (the node may still acknowledge through one,
+        with no poll sharing its connection)."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2.0)
+
+    def close(self) -> None:
+        self.stop()
         for source in self.sources:
             try:
                 source.close()
