@@ -157,7 +157,7 @@ def open_chunk(
     where = f"chunk {entry.index} ({at}) of checkpoint {checkpoint_id} of job {keys.job_id}"
     way_out = (
         "The checkpoint is kept for diagnosis and is not resumable; resume from an earlier "
-        "checkpoint (portal storage list shows them)"
+        "checkpoint (`portal checkpoints JOB --verify` lists them; `portal resume JOB --checkpoint ID` takes one)"
     )
     view = memoryview(data)
     if len(view) != entry.stored_size or len(view) < CHUNK_OVERHEAD:
@@ -261,7 +261,7 @@ def open_manifest(keys: JobKeys, data: bytes | bytearray, *, checkpoint_id: str)
     details = {"job_id": job_id, "checkpoint_id": checkpoint_id}
     way_out = (
         "It is kept for diagnosis and is not resumable; resume from an earlier checkpoint "
-        "(portal storage list shows them)"
+        "(`portal checkpoints JOB --verify` lists them; `portal resume JOB --checkpoint ID` takes one)"
     )
     view = memoryview(data)
     if len(view) < _MANIFEST_HEADER + TAG_SIZE + _CRC.size:
