@@ -131,6 +131,25 @@ def test_a_user_sees_and_changes_only_their_jobs_and_an_admin_every_one(
     assert raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=root)[0] == 200
 
 
+def test_a_job_token_reads_and_writes_that_one_job_only(raw: Raw, server: ServerProcess) -> None:
+    """What a node on another machine is given: ``token create alice --job j-a``."""
+    alice, _ = server.tokens.create("alice")
+    assert raw("POST", "/v1/jobs", JOB, token=alice)[0] == 201
+    assert raw("POST", "/v1/jobs", {**JOB, "id": "j-b"}, token=alice)[0] == 201
+    node, replaced = server.tokens.create("alice", job="j-a")
+    assert not replaced and raw("GET", "/v1/jobs", token=alice)[0] == 200  # alice's own stays
+    assert [j["id"] for j in raw("GET", "/v1/jobs", token=node)[2]["jobs"]] == ["j-a"]
+    event = {"at": 2.0, "kind": "k", "message": "from the node"}
+    assert raw("POST", "/v1/jobs/j-a/events", event, token=node)[0] == 201
+    assert raw("POST", "/v1/jobs/j-a/attempts", {"machine": "m", "at": 2.0}, token=node)[0] == 201
+    status, _, answer = raw("GET", "/v1/jobs/j-b", token=node)
+    assert status == 404 and answer["code"] == "JOB_NOT_FOUND"
+    status, _, answer = raw("POST", "/v1/jobs", {**JOB, "id": "j-c"}, token=node)
+    assert status == 400 and "held to job j-a: it creates no job" in answer["message"]
+    with pytest.raises(InvalidArgumentError, match="cannot be an admin's"):
+        server.tokens.create("root", role="admin", job="j-a")
+
+
 def test_no_client_writes_the_owner(raw: Raw, server: ServerProcess) -> None:
     mallory, _ = server.tokens.create("mallory")
     assert raw("POST", "/v1/jobs", JOB, token=mallory)[0] == 201

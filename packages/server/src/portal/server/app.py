@@ -235,6 +235,8 @@ class _Api:
         return self._owners[job_id]
 
     def _mine(self, who: Principal, job: Job) -> bool:
+        if who.job is not None and job.id != who.job:
+            return False  # a job token: that one job only
         return who.admin or self._owner(job.id) == who.user
 
     def _own_job(self, request: Request, name: str) -> str:
@@ -321,6 +323,12 @@ class _Api:
         except (ValueError, TypeError) as why:
             raise InvalidArgumentError(f"the job is not valid: {why}") from None
         who: Principal = request.state.principal
+        if who.job is not None:
+            raise InvalidArgumentError(
+                f"the token of {who.user} is held to job {who.job}: it creates no job (use "
+                f"{who.user}'s own token)",
+                details={"job": who.job},
+            )
         return api.JobWire.of(await self._call(self._create_owned, job, who.user))
 
     def _create_owned(self, job: Job, user: str) -> Job:

@@ -98,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
                 "only the jobs this token created)",
             )
             one.add_argument(
+                "--job",
+                metavar="JOB",
+                help="a token for that one job of USER's (a node on another machine): it reads "
+                "and writes that job only, and creates none",
+            )
+            one.add_argument(
                 "--expires",
                 metavar="DURATION",
                 help="refused this long after now: 12h, 30d, or seconds (default: never)",
@@ -145,11 +151,14 @@ def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
                     details={"expires": options.expires},
                 ) from None
         role = "admin" if options.admin else "user"
-        token, replaced = tokens.create(options.user, role=role, expires_in_s=lifetime)
+        token, replaced = tokens.create(
+            options.user, role=role, expires_in_s=lifetime, job=options.job
+        )
         print(token, flush=True)
         note(
-            f"{'an admin ' if options.admin else ''}token for {options.user} created in "
-            f"{tokens.path}"
+            f"{'an admin ' if options.admin else ''}token for {options.user}"
+            + (f", for job {options.job} only," if options.job else "")
+            + f" created in {tokens.path}"
             + (" (their previous token no longer works)" if replaced else "")
             + (f"; it expires in {options.expires}" if lifetime is not None else "")
             + "; it is shown only now: give it to them as PORTAL_TOKEN"

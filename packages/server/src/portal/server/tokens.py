@@ -8,7 +8,9 @@ One token per user: creating another replaces the first.
 
 A token has a role: ``user`` (the default) sees and changes only the jobs it created; ``admin``
 (``token create USER --admin``) every job. It may expire (``--expires 30d``): from then on the
-server refuses it, saying so.
+server refuses it, saying so. A token may also be held to one job (``--job JOB``: what a node on
+another machine needs, and nothing more): it reads and writes that job of its user's only, and
+creates none. A user's job tokens live beside their own token; each (user, job) has one.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import msgspec
 
+from portal.core.domain import is_job_id
 from portal.core.errors import InvalidArgumentError
 
 __all__ = ["ROLES", "TOKEN_PREFIX", "Principal", "TokenEntry", "TokenFile", "token_hash"]
@@ -44,6 +47,8 @@ class TokenEntry(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     role: str = "user"
     #: Unix time after which the server refuses the token (None: never).
     expires_at: float | None = None
+    #: The one job this token may use (None: every job its role allows).
+    job: str | None = None
 
 
 class Principal(msgspec.Struct, frozen=True, kw_only=True):
@@ -53,6 +58,8 @@ class Principal(msgspec.Struct, frozen=True, kw_only=True):
     role: str = "user"
     #: The token is known but past its expiry: refused, with that reason.
     expired_at: float | None = None
+    #: The one job the token may use (None: every job its role allows).
+    job: str | None = None
 
     @property
     def admin(self) -> bool:
@@ -95,7 +102,7 @@ class TokenFile:
         expired = (
             entry.expires_at if entry.expires_at is not None and now >= entry.expires_at else None
         )
-        return Principal(user=entry.user, role=entry.role, expired_at=expired)
+        return Principal(user=entry.user, role=entry.role, expired_at=expired, job=entry.job)
 
     def user_of(self, token: str) -> str | None:
         """Whose valid ``token`` this is, or None (unknown, revoked, expired, or no file)."""
@@ -144,10 +151,18 @@ class TokenFile:
         now: float | None = None,
         role: str = "user",
         expires_in_s: float | None = None,
+        job: str | None = None,
     ) -> tuple[str, bool]:
         """A new token for ``user`` (returned once, never stored) and whether it replaced one.
-        ``role``: ``user`` or ``admin``; ``expires_in_s``: refused that long after now."""
+        ``role``: ``user`` or ``admin``; ``expires_in_s``: refused that long after now; ``job``:
+        held to that one job of the user's (it replaces only that job's earlier token)."""
         _check_user(user)
+        if job is not None and (not is_job_id(job) or role != "user"):
+            raise InvalidArgumentError(
+                f"--job {job!r}: a job token is a user's, for one job id (j-...)"
+                + (" and cannot be an admin's" if role != "user" else ""),
+                details={"job": job},
+            )
         if role not in ROLES:
             raise InvalidArgumentError(
                 f"role {role!r} is not one of {', '.join(ROLES)}", details={"role": role}
@@ -165,14 +180,16 @@ class TokenFile:
             created_at=created,
             role=role,
             expires_at=None if expires_in_s is None else created + expires_in_s,
+            job=job,
         )
         with self._editing() as entries:
-            replaced = any(e.user == user for e in entries)
-            entries[:] = [e for e in entries if e.user != user] + [entry]
-        return token, replaced
+            same = [e for e in entries if e.user == user and e.job == job]
+            entries[:] = [e for e in entries if e not in same] + [entry]
+        return token, bool(same)
 
     def revoke(self, user: str) -> None:
-        """Remove ``user``'s token: the server refuses it from its next request on."""
+        """Remove every token of ``user`` (their job tokens too): the server refuses them from
+        its next request on."""
         with self._editing() as entries:
             if not any(e.user == user for e in entries):
                 raise InvalidArgumentError(
