@@ -187,7 +187,9 @@ class Run:
     def _send(self, attempt: _Attempt, frame: bytes) -> None:
         stdin = attempt.process.stdin
         assert stdin is not None
-        with contextlib.suppress(BrokenPipeError, OSError):
+        # The attempt may have ended (a preemption) and its pipe been closed meanwhile: the
+        # reply is then its end, and the call goes to the next attempt.
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
             stdin.write(frame)
             stdin.flush()
 

@@ -6,13 +6,25 @@ reducers by type name), so support for numpy costs nothing to a program that nev
 The specs are built when the runtime loads the plugins, before the script runs (and, in a
 resumed process, before its state is restored): that is the baseline against which the program's
 changes to the environment and settings are measured.
-
-Loading this module imports nothing of the engine (every ``portal`` command loads every plugin,
-and a CLI never captures): each hook imports its families when called.
 """
 
 from __future__ import annotations
 
+from portal.capture.extensions import (
+    arrays,
+    environment,
+    files,
+    iterators,
+    logging_state,
+    loops,
+    rng,
+    settings,
+    signals,
+    stdlib_objects,
+    tensors,
+    torch_state,
+    workdir,
+)
 from portal.core.hookspecs import hookimpl
 from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
@@ -21,17 +33,6 @@ __all__ = ["portal_capture_extensions", "portal_serializers"]
 
 @hookimpl
 def portal_capture_extensions() -> list[CaptureExtensionSpec]:
-    from portal.capture.extensions import (
-        environment,
-        logging_state,
-        loops,
-        rng,
-        settings,
-        signals,
-        torch_state,
-        workdir,
-    )
-
     # Restored in this order. The working directory's files first: they are back before a log
     # handler is re-created in append mode, and paths inside the old directory (the current
     # directory, a log file's) are mapped into the one the job resumed in (``workdir.relocate``).
@@ -51,17 +52,6 @@ def portal_capture_extensions() -> list[CaptureExtensionSpec]:
 
 @hookimpl
 def portal_serializers() -> list[SerializerSpec]:
-    from portal.capture.extensions import (
-        arrays,
-        files,
-        iterators,
-        logging_state,
-        loops,
-        rng,
-        stdlib_objects,
-        tensors,
-    )
-
     return [
         *rng.serializer_specs(),
         *logging_state.serializer_specs(),

@@ -5,10 +5,10 @@ types of :mod:`portal.control.api`; ``docs/control-plane-api.md`` lists them. Ev
 ``/v1/health`` needs a valid token (``Authorization: Bearer ...``): there are no anonymous
 reads or writes. Each write is logged with the user whose token made it.
 
-Jobs are owned: the server records who created each one (event ``server.owner``, which no client
-may write), and a ``user`` token sees and changes only its own jobs (another's is answered as not
-found: a job's existence is not told to others); an ``admin`` token sees every job. A job made
-before owners were recorded is an admin's.
+Jobs are owned: the server records who created each one (:mod:`portal.server.owners`, beside its
+tokens, apart from the store), and a ``user`` token sees and changes only its own jobs (another's
+is answered as not found: a job's existence is not told to others); an ``admin`` token sees every
+job; a job token its one job. A job made before owners were recorded is an admin's.
 
 The store's calls block (SQLite, psycopg), so each runs in Starlette's thread pool; both stores
 keep one connection per thread, and their own locking keeps concurrent requests safe.
@@ -37,6 +37,7 @@ from portal.control import api
 from portal.control.store import ControlStore, JobNotFoundError
 from portal.core.domain import AttemptState, Event, Job, JobState, is_job_id
 from portal.core.errors import InvalidArgumentError, PortalError
+from portal.server.owners import Owners
 from portal.server.tokens import Principal, TokenFile
 
 __all__ = ["build_app"]
@@ -52,9 +53,6 @@ _WAY_IN = (
     "set PORTAL_TOKEN to a token from `portal server token create USER` (run where the server runs)"
 )
 
-#: The event the server writes when a job is created, naming its owner; reserved to the server.
-OWNER_EVENT = "server.owner"
-
 #: HTTP status of each refusal, by its stable code; other input errors are 400, the rest 500.
 _STATUS = {
     "JOB_NOT_FOUND": 404,
@@ -67,6 +65,9 @@ _STATUS = {
     "CONTROL_PLANE_BUSY": 503,
     "RATE_LIMITED": 429,
 }
+
+#: The owners' record, beside the tokens file.
+OWNERS_NAME = "server-owners.db"
 
 #: Requests a second each user may send, on average (bursts of ten times that, taken at once): a
 #: node reports a few a second; a fleet of a user's jobs, a few hundred at a start.
@@ -213,31 +214,25 @@ class _Api:
     """The handlers: each reads its request, calls the store in a worker thread, answers."""
 
     def __init__(
-        self, store: ControlStore, tokens: TokenFile, store_kind: str, limit: _RateLimit
+        self,
+        store: ControlStore,
+        tokens: TokenFile,
+        store_kind: str,
+        limit: _RateLimit,
+        owners: Owners,
     ) -> None:
         self.store = store
         self.tokens = tokens
         self.store_kind = store_kind
         self.limit = limit
-        self._owners: dict[str, str | None] = {}  # job id -> its owner (fixed once created)
+        self.owners = owners
 
     # --- ownership ----------------------------------------------------------------------------
-
-    def _owner(self, job_id: str) -> str | None:
-        """Who created the job (its first ``server.owner`` event); None: made before owners."""
-        if job_id not in self._owners:
-            owner = None
-            for _, event in self.store.events(job_id):
-                if event.kind == OWNER_EVENT:
-                    owner = str(event.data.get("user"))
-                    break
-            self._owners[job_id] = owner
-        return self._owners[job_id]
 
     def _mine(self, who: Principal, job: Job) -> bool:
         if who.job is not None and job.id != who.job:
             return False  # a job token: that one job only
-        return who.admin or self._owner(job.id) == who.user
+        return who.admin or self.owners.owner_of(job.id) == who.user
 
     def _own_job(self, request: Request, name: str) -> str:
         """The job id a path names, once the request's principal may use it (in a worker)."""
@@ -333,16 +328,7 @@ class _Api:
 
     def _create_owned(self, job: Job, user: str) -> Job:
         created = self.store.create_job(job)
-        self.store.append_event(
-            Event(
-                job_id=created.id,
-                at=created.created_at,
-                kind=OWNER_EVENT,
-                message=f"job created by {user}",
-                data={"user": user},
-            )
-        )
-        self._owners[created.id] = user
+        self.owners.record(created.id, user)
         return created
 
     async def list_jobs(self, request: Request) -> msgspec.Struct:
@@ -416,12 +402,6 @@ class _Api:
 
     async def append_event(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.NewEvent)
-        if body.kind == OWNER_EVENT:
-            raise InvalidArgumentError(
-                f"event kind {OWNER_EVENT!r} is the server's own (it records who created a job); "
-                "a client may not write it",
-                details={"kind": body.kind},
-            )
         event = Event(
             job_id=await self._job_id(request),
             at=body.at,
@@ -437,9 +417,7 @@ class _Api:
         found = await self._call(self.store.events, await self._job_id(request), after=after)
         return api.EventList(
             events=[
-                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e))
-                for s, e in found
-                if e.kind != OWNER_EVENT  # the server's bookkeeping, not the job's story
+                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found
             ]
         )
 
@@ -556,12 +534,14 @@ def build_app(
     store_kind: str = "sqlite",
     rate_per_s: float = RATE_PER_S,
     burst: int | None = None,
+    owners: Owners | None = None,
 ) -> Starlette:
     """The API over ``store``, open to the holders of ``tokens``, each user held to
     ``rate_per_s`` requests a second (bursts of ``burst``, default ten times that; 0: no
     limit)."""
     bucket = burst if burst is not None else max(1, math.ceil(rate_per_s * 10))
-    a = _Api(store, tokens, store_kind, _RateLimit(rate_per_s, bucket))
+    owned = owners or Owners(tokens.path.with_name(OWNERS_NAME))
+    a = _Api(store, tokens, store_kind, _RateLimit(rate_per_s, bucket), owned)
     v = api.PREFIX
     job = f"{v}/jobs/{{job:path}}"
     routes = [
