@@ -25,10 +25,10 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import sys
 import time
 from typing import Any, Protocol
 
+from portal.cli.exits import EXIT_SUSPENDED, note
 from portal.control import silence, wording
 from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
@@ -54,17 +54,13 @@ from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 __all__ = ["EXIT_STAYS", "Placement", "local_only"]
 
 #: ``portal resume``'s exit status when no offer is left and the job stays suspended.
-EXIT_STAYS = 75
+EXIT_STAYS = EXIT_SUSPENDED
 #: ``portal move``'s exit status when no offer is left and the job stays where it is.
 EXIT_NOT_MOVED = 1
 #: ``portal run``'s exit status when no offer is left and the job is not started.
 EXIT_NOT_PLACED = 1
 #: How long ``portal move`` waits past the pause notice for the job to be suspended.
 _MOVE_GRACE_S = 60.0
-
-
-def note(text: str) -> None:
-    print(f"portal: {text}", file=sys.stderr, flush=True)
 
 
 def local_only(

@@ -211,12 +211,22 @@ class Volume:
         except JobKeyExistsError:  # made meanwhile by another process of this user
             return keys.get(kid)
 
-    def _remote(self) -> VolumeManifest:
-        """The committed manifest, verified with the volume's key (an empty one when none)."""
+    def _manifest_bytes(self) -> bytes | None:
+        """The stored manifest as it is (None: nothing committed yet)."""
         key = self._key("manifest")
         try:
-            data = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
+            data: bytes = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
         except FileNotFoundError:
+            return None
+        return data
+
+    def _remote(self) -> VolumeManifest:
+        return self._verified(self._manifest_bytes())
+
+    def _verified(self, data: bytes | None) -> VolumeManifest:
+        """The committed manifest ``data``, verified with the volume's key; an empty one when
+        none was committed."""
+        if data is None:
             return VolumeManifest(name=self.name)
         try:
             signed = msgspec.json.decode(data, type=_Signed)
@@ -285,12 +295,10 @@ class Volume:
     def commit(self) -> int:
         """Upload changed files and publish them as the volume's new version; returns it."""
         local = self._local_files()
-        first = not self._call(
-            lambda: self.backend.exists(self._key("manifest")), "check the manifest"
-        )
-        mac_key = self._mac_key(create=first)  # a volume's first commit makes its key
+        committed = self._manifest_bytes()  # read once: is this the first commit, and what
+        mac_key = self._mac_key(create=committed is None)  # a first commit makes the key
         try:
-            remote = self._remote()
+            remote = self._verified(committed)
         except VolumeCorruptError:
             # A manifest that does not verify is replaced whole: nothing it lists is trusted
             # (every file is sent again), which is the way out its error gives.
