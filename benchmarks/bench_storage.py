@@ -8,7 +8,10 @@ Prints one table. Rows:
 * local disk: the store (chunk, fingerprint, encrypt, pack, parallel atomic writes, fsync) vs one plain
   sequential write of the same bytes (fsync at the end); target >= 0.8x;
 * S3 emulator (moto server on 127.0.0.1): the store vs a plain s3fs ``put_file``; target >= 0.9x;
-* incremental: bytes a second checkpoint uploads after changing 1% of the state; target <= 3%.
+* incremental: bytes a second checkpoint uploads after changing 1% of the state; target <= 3%;
+* independent restore points: a line of 16 checkpoints, 1% changed before each, stored with a
+  full copy every 4th (the default) against never; the extra bytes per checkpoint, as a share of
+  the state; target <= 25%.
 """
 
 from __future__ import annotations
@@ -193,6 +196,36 @@ def bench_incremental(data: bytes) -> list[tuple[str, float]]:
     return rows
 
 
+def bench_independent(data: bytes, checkpoints: int = 16, every: int = 4) -> tuple[float, float]:
+    """Bytes uploaded per checkpoint (share of the state) over a line of ``checkpoints``, 1% of
+    the state changed in place before each: with a full copy every ``every``-th, and never."""
+    size = len(data)
+    one_percent = size // 100
+
+    def line(independent_every: int) -> float:
+        rng = random.Random(13)  # the same changes for both lines
+        store = CheckpointStore(
+            f"memory://bench-line-{independent_every}",
+            MemoryKeyStore(),
+            independent_every=independent_every,
+        )
+        store.create_job_key("bench")
+        state = bytearray(data)
+        total = 0
+        for _ in range(checkpoints):
+            at = rng.randrange(0, size - one_percent)
+            state[at : at + one_percent] = rng.randbytes(one_percent)
+            with store.open_writer("bench") as writer:
+                writer.write(bytes(state))
+                writer.commit()
+                total += writer.progress().bytes_uploaded
+        for key in store.backend.list(""):  # free the memory filesystem
+            store.backend.delete(key)
+        return total / checkpoints / size
+
+    return line(every), line(checkpoints + 1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=512)
@@ -204,6 +237,12 @@ def main() -> None:
         help="state size for the S3 row (default: --size-mb)",
     )
     parser.add_argument("--skip-s3", action="store_true")
+    parser.add_argument(
+        "--line-size-mb",
+        type=int,
+        default=64,
+        help="state size for the independent restore points row (16 checkpoints are kept)",
+    )
     args = parser.parse_args()
     size = (2048 if args.large else args.size_mb) * 2**20
     data = make_state(size)
@@ -255,6 +294,14 @@ def main() -> None:
             f"{fraction * 100:.2f}% uploaded",
             "(<= 3%)" if "1%" in name else "",
         )
+    line_size = min(size, args.line_size_mb * mb)
+    with_copies, without = bench_independent(data[:line_size])
+    row(
+        f"16 checkpoints, 1% changed each, {line_size // mb} MiB",
+        f"{without * 100:.1f}%/ckpt incremental",
+        f"{with_copies * 100:.1f}%/ckpt every 4th full",
+        f"+{(with_copies - without) * 100:.1f}% of the state per checkpoint (<= 25%)",
+    )
 
 
 if __name__ == "__main__":

@@ -454,6 +454,7 @@ def test_machine_info(imds: FakeIMDS, source: AwsNoticeSource) -> None:
     info = source.machine_info()
     assert info == {
         "provider": "aws",
+        "instance_id": "i-0123456789abcdef0",
         "instance_type": "m5.large",
         "capacity": "spot",
         "life_cycle": "spot",

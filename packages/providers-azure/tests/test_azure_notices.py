@@ -358,6 +358,11 @@ def test_machine_info(azure: FakeAzureMetadata, source: AzureNoticeSource) -> No
         "region": "eastus",
         "zone": "eastus-1",
         "pool": "spot:azure:Standard_D4s_v5:eastus-1",
+        "subscription": "00000000-0000-0000-0000-00000000cafe",
+        "resource_group": "portal-test",
+        "instance_name": "vm-1",
+        "scale_set": None,
+        "instance_id": "00000000-0000-0000-0000-000000000001",
     }
 
 

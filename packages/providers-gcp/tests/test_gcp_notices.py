@@ -341,6 +341,9 @@ def test_machine_info(gce: FakeGCEMetadata, source: GcpNoticeSource) -> None:
         "region": "us-central1",
         "zone": "us-central1-a",
         "pool": "spot:gcp:n2-standard-4:us-central1-a",
+        "project": "portal-test",
+        "instance_name": "portal-test-vm",
+        "instance_id": "1234567890123456789",
     }
 
 

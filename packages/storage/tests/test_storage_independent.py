@@ -4,6 +4,7 @@ damaged chunk reaches at most N checkpoints and an intact one always exists befo
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -60,3 +61,22 @@ def test_one_damaged_pack_leaves_the_next_line_intact(
 def test_independent_every_must_be_a_count(make_store: MakeStore) -> None:
     with pytest.raises(ValueError, match="independent_every must be at least 1 checkpoint"):
         make_store("memory", independent_every=0)
+
+
+def test_a_checkpoint_against_a_deadline_defers_the_full_copy(make_store: MakeStore) -> None:
+    """A notice's checkpoint uploads only what changed, even when a full copy is due: the whole
+    state could miss the notice. The next checkpoint without a deadline is the full copy."""
+    store = make_store("memory", chunk_size=CHUNK, pack_size=CHUNK, independent_every=2)
+    store.create_job_key("j")
+    state = os.urandom(8 * CHUNK)
+    first = _write(store, "j", state)
+    second = _write(store, "j", state)
+    with store.open_writer("j", deadline=time.time() + 120) as writer:
+        writer.write(state)
+        noticed = writer.commit()
+        assert writer.progress().bytes_uploaded < CHUNK  # its manifest only: nothing changed
+    assert store.manifest("j", noticed.checkpoint_id).parent == second
+    later = _write(store, "j", state)
+    assert store.manifest("j", second).parent == first
+    assert store.manifest("j", later).parent is None
+    assert store.open_reader("j", noticed.checkpoint_id).read_all() == state

@@ -24,7 +24,7 @@ and register the module under the ``portal`` entry-point group of your distribut
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -180,7 +180,11 @@ def portal_key_store(home: str) -> KeyStore | None:
 
 @hookspec(firstresult=True)
 def portal_machine_exists(
-    provider: str, machine: str, home: str, facts: Mapping[str, str]
+    provider: str,
+    machine: str,
+    home: str,
+    facts: Mapping[str, str],
+    settings: Mapping[str, Any],
 ) -> bool | None:
     """Whether a machine a job ran on still exists, as its provider says now. The lost-job
     rules ask it about once a minute while the job's node is silent: a job is lost only once the
@@ -193,7 +197,11 @@ def portal_machine_exists(
         simulated cloud's ``sim-0002 spot aws c7i.large (us-east-1)``).
     :param home: Portal's home directory (``PORTAL_HOME``).
     :param facts: what the node reported of its machine when it started (``region``, ``zone``,
-        ``instance_type``, ``capacity``...; empty when it reported nothing).
+        ``instance_type``, ``capacity``, and the provider's own name for it: ``instance_id``,
+        GCP's ``project``, Azure's ``subscription`` and ``resource_group``; empty when it
+        reported nothing).
+    :param settings: every setting's value by its dotted name, Portal's and the plugins'
+        (``aws.ec2_endpoint``...), as the control plane resolved them.
     :return: True (still there), False (gone), or ``None``: not a machine this plugin knows, or
         it cannot tell now (a failed API call is ``None``, never ``False``).
 

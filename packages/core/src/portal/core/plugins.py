@@ -326,13 +326,24 @@ class Plugins:
         return result
 
     def machine_exists(
-        self, provider: str, machine: str, home: str, facts: Mapping[str, str] | None = None
+        self,
+        provider: str,
+        machine: str,
+        home: str,
+        facts: Mapping[str, str] | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> bool | None:
         """The first plugin's answer on whether ``machine`` still exists (see the hook); a
         plugin that fails is logged and counts as no answer: a failed question never says
         that a machine is gone."""
+        args = {
+            "provider": provider,
+            "machine": machine,
+            "home": home,
+            "facts": facts or {},
+            "settings": settings or {},
+        }
         for impl in reversed(self.pm.hook.portal_machine_exists.get_hookimpls()):
-            args = {"provider": provider, "machine": machine, "home": home, "facts": facts or {}}
             try:
                 answer = impl.function(*[args[arg] for arg in impl.argnames])
             except Exception:

@@ -220,6 +220,7 @@ CORE_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     # Every this many checkpoints, one shares no chunk with those before it (a full copy): one
     # damaged chunk then reaches at most this many, and an intact restore point always exists.
+    # A notice's checkpoint (it has a deadline) stays incremental; the next periodic one copies.
     _core(
         "checkpoint_independent_every",
         count,

@@ -65,6 +65,17 @@ def output_cuts(plane: ControlPlane, job: Job) -> dict[int, OutputCut]:
                 int(data["stdout_bytes"]),
                 int(data.get("stderr_bytes") or 0),
             )
+        elif event.kind == "restoring" and data.get("stdout_bytes") is not None:
+            # The checkpoint's own summary, read by the node that resumed it: the only record
+            # when the attempt that made it vanished before reporting it.
+            periodic.setdefault(
+                str(data.get("checkpoint")),
+                (
+                    int(data.get("origin_attempt") or 0),
+                    int(data["stdout_bytes"]),
+                    int(data.get("stderr_bytes") or 0),
+                ),
+            )
     cuts: dict[int, OutputCut] = {}
     for attempt in plane.store.attempts(job.id):
         made = periodic.get(attempt.resumed_from or "")

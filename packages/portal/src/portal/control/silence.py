@@ -21,10 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
+
 from portal.control.lost import LostAssessment, LostJobRules, ProviderCheck
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
-from portal.core.domain import Attempt, AttemptState, Job, JobState
+from portal.core.domain import Attempt, AttemptState, Event, Job, JobState
 
 __all__ = [
     "CHECK_EVERY_S",
@@ -67,34 +69,64 @@ def record_machine_check(
     )
 
 
+@attrs.frozen
+class _Watched:
+    """A running attempt the lost-job rules apply to: its machine as the provider names it, and
+    what its node reported of that machine."""
+
+    attempt: Attempt
+    machine: str
+    facts: dict[str, str]
+    events: list[tuple[int, Event]]
+
+
+def _watched(plane: ControlPlane, job: Job) -> _Watched | None:
+    """The job's running attempt, unless liveness alone decides for it: an attempt on this
+    machine (``local``) whose node named no provider's instance. A node that learned its
+    instance (``instance_id`` in its ``machine`` event: a ``portal run`` on a cloud VM, whose
+    control plane may be elsewhere) is checked with its provider under that id."""
+    attempt = _current_attempt(plane, job)
+    if attempt is None:
+        return None
+    events = list(plane.store.events(job.id))
+    facts: dict[str, str] = {}
+    for _, event in events:
+        if event.kind == "machine" and event.at >= attempt.started_at:
+            facts = {k: str(v) for k, v in event.data.items() if v is not None}
+    machine = facts.get("instance_id") or attempt.machine
+    if machine == LOCAL_MACHINE:
+        return None
+    return _Watched(attempt=attempt, machine=machine, facts=facts, events=events)
+
+
 def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> bool:
     """Ask the provider whether the silent node's machine still exists, unless it was asked
     less than :data:`CHECK_EVERY_S` ago (or before the node went silent: then now); record the
     answer. False when it was not asked or no plugin could tell."""
-    attempt = _current_attempt(plane, job)
-    if attempt is None or attempt.machine == LOCAL_MACHINE:
+    watched = _watched(plane, job)
+    if watched is None:
         return False
     now = plane.clock.now()
-    heard = plane.store.last_heard(job.id) or attempt.started_at
+    heard = plane.store.last_heard(job.id) or watched.attempt.started_at
     if now - heard < rules.silent_after_s:
         return False
-    facts: dict[str, str] = {}  # what the attempt's node reported of its machine, if anything
-    for _, event in plane.store.events(job.id):  # read once: the last answer, and the facts
+    for _, event in watched.events:
         if (
             event.kind == "machine-check"
-            and event.data.get("machine") == attempt.machine
+            and event.data.get("machine") == watched.machine
             and event.at > heard
             and now - event.at < CHECK_EVERY_S
         ):
             return False
-        if event.kind == "machine" and event.at >= attempt.started_at:
-            facts = {k: str(v) for k, v in event.data.items() if v is not None}
-    provider = facts.get("provider", "")
-    answer = plane.plugins.machine_exists(provider, attempt.machine, str(plane.home), facts)
+    provider = watched.facts.get("provider", "")
+    settings = plane.settings.with_plugins(plane.plugins).values
+    answer = plane.plugins.machine_exists(
+        provider, watched.machine, str(plane.home), watched.facts, settings
+    )
     if answer is None:
         return False
     record_machine_check(
-        plane, job.id, attempt.machine, gone=not answer, provider=provider or "the provider"
+        plane, job.id, watched.machine, gone=not answer, provider=provider or "the provider"
     )
     return True
 
@@ -102,16 +134,17 @@ def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) 
 def assess(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> LostAssessment | None:
     """Where the job stands under the lost-job rules now; None when they do not apply (the job is
     not running, or runs on this machine, where liveness knows for certain)."""
-    attempt = _current_attempt(plane, job)
-    if attempt is None or attempt.machine == LOCAL_MACHINE:
+    watched = _watched(plane, job)
+    if watched is None:
         return None
+    attempt = watched.attempt
     heard = plane.store.last_heard(job.id) or attempt.started_at
     checks: list[ProviderCheck] = []
     deadline: float | None = None
-    for _, event in plane.store.events(job.id):
+    for _, event in watched.events:
         if event.at < attempt.started_at:
             continue
-        if event.kind == "machine-check" and event.data.get("machine") == attempt.machine:
+        if event.kind == "machine-check" and event.data.get("machine") == watched.machine:
             checks.append(ProviderCheck(at=event.at, gone=bool(event.data.get("gone"))))
         elif event.kind == "notice" and event.data.get("deadline") is not None:
             deadline = float(event.data["deadline"])
@@ -147,7 +180,10 @@ def settle(
         assessment = assess(plane, job, rules=rules)
         if assessment is None or not assessment.silent:
             return job
-    attempt = plane.store.attempts(job.id)[-1]
+    watched = _watched(plane, job)
+    if watched is None:
+        return job
+    attempt, machine = watched.attempt, watched.machine
     if not assessment.lost:
         heard = plane.store.last_heard(job.id)
         stage = _stage(assessment)
@@ -160,21 +196,21 @@ def settle(
         plane.record(
             job.id,
             "lost-machine",
-            f"machine {attempt.machine} is gone for certain (the provider said so twice with the "
+            f"machine {machine} is gone for certain (the provider said so twice with the "
             f"node silent): attempt {attempt.number} is lost; the job keeps checkpoint "
             f"{latest_checkpoint.checkpoint_id}, the last complete one; resume with "
             f"`portal resume {job.name or job.id}`",
-            machine=attempt.machine,
+            machine=machine,
             checkpoint=latest_checkpoint.checkpoint_id,
         )
         return plane.set_state(job.id, JobState.SUSPENDED)
     plane.record(
         job.id,
         "lost",
-        f"machine {attempt.machine} is gone for certain (the provider said so twice with the node "
+        f"machine {machine} is gone for certain (the provider said so twice with the node "
         f"silent) and the job has no complete checkpoint: it is lost; run the script again with "
         "`portal run`",
-        machine=attempt.machine,
+        machine=machine,
     )
     return plane.set_state(job.id, JobState.LOST)
 

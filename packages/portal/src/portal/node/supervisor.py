@@ -314,10 +314,21 @@ class Node:
                 out.write(piece)
         tmp.replace(target)
         self._resume_image = target
+        summary = reader.manifest.summary
+        origin: dict[str, Any] = {}
+        if summary.get("periodic") and summary.get("stdout_bytes") is not None:
+            # The periodic checkpoint's own record of where its attempt's output stood (see
+            # portal.control.lineage): told here in case its attempt never reported it.
+            origin = {
+                "origin_attempt": summary.get("attempt"),
+                "stdout_bytes": summary.get("stdout_bytes"),
+                "stderr_bytes": summary.get("stderr_bytes"),
+            }
         self.report(
             "restoring",
             wording.restoring(checkpoint_id, target.stat().st_size, time.monotonic() - started),
             checkpoint=checkpoint_id,
+            **origin,
         )
         return target
 
@@ -534,7 +545,16 @@ class Node:
             self.job.id,
             Path(event.checkpoint),
             deadline=None,
-            summary={"attempt": self.attempt, "periodic": True, "where": event.where},
+            # Where the job's output stood when it paused: kept with the checkpoint, so that a
+            # later attempt resumed from it leaves out what it does again even when this node
+            # never got to report it (the machine vanished first).
+            summary={
+                "attempt": self.attempt,
+                "periodic": True,
+                "where": event.where,
+                "stdout_bytes": event.stdout_bytes,
+                "stderr_bytes": event.stderr_bytes,
+            },
         ).start()
         periodic.upload.producer_exited()  # the file is whole already
 

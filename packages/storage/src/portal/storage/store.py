@@ -74,7 +74,10 @@ class CheckpointStore:
     :param clock: wall time for creation times and deadlines, monotonic time for rates.
     :param independent_every: every this many checkpoints one shares no chunk with those before
         it (a full copy), so that one damaged chunk reaches at most this many checkpoints and an
-        independent restore point always exists (1: every checkpoint is independent).
+        independent restore point always exists (1: every checkpoint is independent). A
+        checkpoint written against a deadline (a notice's) is never made the full copy: uploading
+        the whole state could cost the checkpoint itself; the next one without a deadline (a
+        periodic one) is.
     """
 
     def __init__(
@@ -164,7 +167,8 @@ class CheckpointStore:
             also stops the upload with :class:`CheckpointDeadlineError` as soon as the projection
             says it will be late.
         :param incremental: reuse chunks of the newest complete checkpoint (default), unless
-            this checkpoint is due to be independent (see ``independent_every``).
+            this checkpoint is due to be independent (see ``independent_every``) and has no
+            ``deadline``.
         """
         keys = self.job_keys(job_id)
         ckpt = (
@@ -184,7 +188,8 @@ class CheckpointStore:
             latest = self.latest_complete(job_id)
             if latest is not None:
                 parent = self._read_manifest(keys, latest.checkpoint_id)
-                if self._chain_length(keys, parent) >= self.independent_every:
+                due = self._chain_length(keys, parent) >= self.independent_every
+                if due and deadline is None:
                     parent = None  # a full copy: the next independent restore point
         return CheckpointWriter(
             self.objects,

@@ -271,8 +271,10 @@ class AwsNoticeSource(PollingNoticeSource):
     def machine_info(self) -> dict[str, str | None]:
         """Instance type, capacity class, region and zone, read once from IMDS.
 
-        Keys: ``provider``, ``instance_type``, ``capacity`` (``spot``/``on_demand``/``reserved``
-        or None), ``region``, ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`).
+        Keys: ``provider``, ``instance_id`` (what EC2's API calls it: the lost-job rules ask
+        DescribeInstances about it), ``instance_type``, ``capacity`` (``spot``/``on_demand``/
+        ``reserved`` or None), ``region``, ``zone``, ``pool`` (as
+        :attr:`portal.core.domain.Offer.pool`).
         """
         if self._machine is None:
 
@@ -293,6 +295,7 @@ class AwsNoticeSource(PollingNoticeSource):
             instance_type = text("instance-type")
             self._machine = {
                 "provider": PROVIDER,
+                "instance_id": text("instance-id"),
                 "instance_type": instance_type,
                 "capacity": str(capacity) if capacity else None,
                 "life_cycle": life_cycle,

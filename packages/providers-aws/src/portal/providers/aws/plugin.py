@@ -1,7 +1,12 @@
-"""Portal plugin: the AWS notice source and the EC2 catalog (entry point ``aws``).
+"""Portal plugin: the AWS notice source, the EC2 catalog and the instance check of the lost-job
+rules (entry point ``aws``).
 
-Nothing of the provider is imported until Portal builds the source or reads the catalog.
+Nothing of the provider is imported until Portal builds the source, reads the catalog or asks
+about an instance.
 """
+
+from collections.abc import Mapping
+from typing import Any
 
 from portal.core.hookspecs import hookimpl
 from portal.core.settings import positive_float, text
@@ -45,6 +50,12 @@ SPECS = provider_specs(
             description="seconds between two reads of the slower documents (maintenance)",
         ),
         SettingSpec(
+            name="aws.ec2_endpoint",
+            parse=text,
+            env="AWS_ENDPOINT_URL_EC2",
+            description="EC2 API address the lost-job check asks (default: the region's)",
+        ),
+        SettingSpec(
             name="aws.token_ttl_s",
             parse=_token_ttl,
             default=21600,
@@ -68,3 +79,14 @@ def portal_catalogs() -> list[CatalogSpec]:
 @hookimpl
 def portal_settings() -> list[SettingSpec]:
     return list(SPECS.settings)
+
+
+@hookimpl
+def portal_machine_exists(
+    provider: str, machine: str, facts: Mapping[str, str], settings: Mapping[str, Any]
+) -> bool | None:
+    if provider != "aws":  # every other machine costs nothing here
+        return None
+    from portal.providers.aws.machines import machine_exists
+
+    return machine_exists(provider, machine, facts, settings)

@@ -53,8 +53,10 @@ class FakeIMDS(FakeHTTPServer):
         life_cycle: str = "spot",
         zone: str = "us-east-1a",
         skew_s: float = 0.0,
+        instance_id: str = "i-0123456789abcdef0",
     ) -> None:
         super().__init__()
+        self.instance_id = instance_id
         self.instance_type = instance_type
         self.life_cycle = life_cycle
         self.zone = zone
@@ -179,7 +181,7 @@ class FakeIMDS(FakeHTTPServer):
             "instance-life-cycle": self.life_cycle,
             "placement/availability-zone": self.zone,
             "placement/region": region,
-            "instance-id": "i-0123456789abcdef0",
+            "instance-id": self.instance_id,
         }
         if key in static:
             return static[key]

@@ -157,7 +157,9 @@ class AzureNoticeSource(PollingNoticeSource):
         """VM size, capacity class (priority Spot/Low -> spot), region and zone.
 
         Keys: ``provider``, ``instance_type``, ``capacity``, ``priority``, ``eviction_policy``,
-        ``region``, ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`).
+        ``region``, ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`), and where
+        Resource Manager keeps the VM (the lost-job rules ask it about the VM): ``subscription``,
+        ``resource_group``, ``instance_name``, ``scale_set``, ``instance_id`` (the vmId).
         """
         compute = self._read_compute()
         priority = compute.get("priority", "")
@@ -181,6 +183,11 @@ class AzureNoticeSource(PollingNoticeSource):
             "pool": pool_identity(size, capacity, region=region, zone=zone)
             if size and capacity and region
             else None,
+            "subscription": compute.get("subscriptionId") or None,
+            "resource_group": compute.get("resourceGroupName") or None,
+            "instance_name": compute.get("name") or None,
+            "scale_set": compute.get("vmScaleSetName") or None,
+            "instance_id": compute.get("vmId") or None,
         }
 
     # --- the protocol ------------------------------------------------------------------------------

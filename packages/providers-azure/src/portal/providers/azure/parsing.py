@@ -130,11 +130,23 @@ def parse_scheduled_events(body: str) -> tuple[EventsDocument, list[str]]:
 
 def parse_compute(body: str) -> dict[str, str]:
     """``/metadata/instance`` -> the ``compute`` strings Portal uses (name, vmSize, priority,
-    evictionPolicy, location, zone, vmScaleSetName); absent ones are ``""``."""
+    evictionPolicy, location, zone, vmScaleSetName, and where Resource Manager keeps the VM:
+    vmId, subscriptionId, resourceGroupName); absent ones are ``""``."""
     data = _json_object(body, "the instance metadata document")
     compute = data.get("compute")
     if not isinstance(compute, dict):
         raise ValueError("the instance metadata document has no compute object")
-    keys = ("name", "vmSize", "priority", "evictionPolicy", "location", "zone", "vmScaleSetName")
+    keys = (
+        "name",
+        "vmSize",
+        "priority",
+        "evictionPolicy",
+        "location",
+        "zone",
+        "vmScaleSetName",
+        "vmId",
+        "subscriptionId",
+        "resourceGroupName",
+    )
     found = {k: compute.get(k, "") for k in keys}
     return {k: v if isinstance(v, str) else "" for k, v in found.items()}

@@ -1,7 +1,12 @@
-"""Portal plugin: the Azure notice source and catalog (entry point ``azure``).
+"""Portal plugin: the Azure notice source, the catalog and the VM check of the lost-job rules
+(entry point ``azure``).
 
-Nothing of the provider is imported until Portal builds the source or reads the catalog.
+Nothing of the provider is imported until Portal builds the source, reads the catalog or asks
+about a VM.
 """
+
+from collections.abc import Mapping
+from typing import Any
 
 from portal.core.hookspecs import hookimpl
 from portal.core.settings import positive_float, text
@@ -15,6 +20,13 @@ SPECS = provider_specs(
     source_description="Azure Spot eviction (Preempt) and Terminate/Reboot/Redeploy from Scheduled "
     "Events",
     settings=[
+        SettingSpec(
+            name="azure.management_endpoint",
+            parse=text,
+            env="PORTAL_AZURE_MANAGEMENT_ENDPOINT",
+            description="Resource Manager address the lost-job check asks "
+            "(default: https://management.azure.com)",
+        ),
         SettingSpec(
             name="azure.metadata_endpoint",
             parse=text,
@@ -50,3 +62,14 @@ def portal_catalogs() -> list[CatalogSpec]:
 @hookimpl
 def portal_settings() -> list[SettingSpec]:
     return list(SPECS.settings)
+
+
+@hookimpl
+def portal_machine_exists(
+    provider: str, facts: Mapping[str, str], settings: Mapping[str, Any]
+) -> bool | None:
+    if provider != "azure":  # every other machine costs nothing here
+        return None
+    from portal.providers.azure.machines import machine_exists
+
+    return machine_exists(provider, facts, settings)

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import email.utils
 import json
+import secrets
 import time
 import uuid
 from typing import Any
 
 from portal.providers.base.testing import FakeHTTPServer, RecordedRequest, Reply
 
-__all__ = ["FakeAzureMetadata"]
+__all__ = ["FakeAzureMetadata", "FakeResourceManager"]
 
 EVENTS_PATH = "/metadata/scheduledevents"
 INSTANCE_PATH = "/metadata/instance"
@@ -61,6 +62,8 @@ class FakeAzureMetadata(FakeHTTPServer):
             "zone": zone,
             "vmScaleSetName": "",
             "vmId": str(uuid.UUID(int=1)),
+            "subscriptionId": "00000000-0000-0000-0000-00000000cafe",
+            "resourceGroupName": "portal-test",
         }
         self.skew_s = skew_s
         self.rate_limit_per_s = rate_limit_per_s
@@ -185,3 +188,94 @@ class FakeAzureMetadata(FakeHTTPServer):
                 self.acknowledged.append(event_id)
                 self.start_event(event_id)
         return Reply(200, b"", {}, "application/json")
+
+
+class FakeResourceManager(FakeHTTPServer):
+    """Azure Resource Manager's VM ``GET`` (with ``$expand=instanceView``) and an App Service
+    style managed-identity token endpoint, on 127.0.0.1, for the lost-job rules' VM check.
+    Written from the documented API (no emulator of Resource Manager exists)::
+
+        with FakeResourceManager() as arm:
+            arm.add(path, vm_id)                     # a running VM
+            monkeypatch.setenv("IDENTITY_ENDPOINT", arm.identity_endpoint)
+            monkeypatch.setenv("IDENTITY_HEADER", arm.identity_header)
+            arm.set_power(path, "deallocated")       # evicted, Deallocate policy
+            arm.delete(path)                         # evicted, Delete policy
+
+    What it models: tokens only for ``X-IDENTITY-HEADER`` (App Service's managed identity
+    protocol, which azure-identity speaks); the VM answered with ``properties.vmId`` and
+    ``properties.instanceView.statuses`` (provisioning and power state), ``ResourceNotFound``
+    404 for one that does not exist, 401 without a token it issued, errors in ARM's JSON shape.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.vms: dict[str, dict[str, str]] = {}  # resource path -> vmId, power
+        self.tokens: set[str] = set()
+        self.resources: list[str] = []  # the resource each token was asked for
+        self.identity_header = secrets.token_hex(8)
+        self.refuse_tokens = False  # True: every token is refused (401), as a revoked identity's
+
+    @property
+    def identity_endpoint(self) -> str:
+        return f"{self.url}/msi/token"
+
+    def add(self, path: str, vm_id: str, power: str = "running") -> None:
+        with self.lock:
+            self.vms[path.lower()] = {"vmId": vm_id, "power": power}
+
+    def set_power(self, path: str, power: str) -> None:
+        with self.lock:
+            self.vms[path.lower()]["power"] = power
+
+    def delete(self, path: str) -> None:
+        with self.lock:
+            self.vms.pop(path.lower(), None)
+
+    def respond(self, request: RecordedRequest) -> Reply:
+        if request.path == "/msi/token":
+            return self._token(request)
+        if request.method != "GET":
+            return _arm_error(405, "MethodNotAllowed", "The method is not allowed")
+        auth = request.header("authorization") or ""
+        with self.lock:
+            if self.refuse_tokens or not auth.startswith("Bearer ") or auth[7:] not in self.tokens:
+                return _arm_error(401, "InvalidAuthenticationToken", "The access token is invalid.")
+            if request.query.get("api-version") is None:
+                return _arm_error(400, "MissingApiVersionParameter", "api-version is required")
+            vm = self.vms.get(request.path.lower())
+            if vm is None:
+                return _arm_error(
+                    404, "ResourceNotFound", f"The Resource '{request.path}' was not found."
+                )
+            statuses = [{"code": "ProvisioningState/succeeded", "level": "Info"}]
+            if vm["power"]:
+                statuses.append({"code": f"PowerState/{vm['power']}", "level": "Info"})
+            body = {
+                "id": request.path,
+                "name": request.path.rsplit("/", 1)[-1],
+                "properties": {"vmId": vm["vmId"], "instanceView": {"statuses": statuses}},
+            }
+        return Reply(200, json.dumps(body).encode(), {}, "application/json")
+
+    def _token(self, request: RecordedRequest) -> Reply:
+        if request.header("x-identity-header") != self.identity_header:
+            return _arm_error(401, "Unauthorized", "X-IDENTITY-HEADER is missing or wrong")
+        token = "eyJ0eXAi.portal-test." + secrets.token_urlsafe(16)
+        resource = request.query.get("resource", "")
+        with self.lock:
+            self.tokens.add(token)
+            self.resources.append(resource)
+        body = {
+            "access_token": token,
+            "expires_on": str(int(time.time()) + 3600),
+            "resource": resource,
+            "token_type": "Bearer",
+            "client_id": "portal-test",
+        }
+        return Reply(200, json.dumps(body).encode(), {}, "application/json")
+
+
+def _arm_error(status: int, code: str, message: str) -> Reply:
+    body = {"error": {"code": code, "message": message}}
+    return Reply(status, json.dumps(body).encode(), {}, "application/json")

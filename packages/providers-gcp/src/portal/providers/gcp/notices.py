@@ -172,7 +172,9 @@ class GcpNoticeSource(WatchingNoticeSource):
         """Machine type, capacity class (``SPOT``/preemptible -> spot), region and zone.
 
         Keys: ``provider``, ``instance_type``, ``capacity``, ``provisioning_model``, ``region``,
-        ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`).
+        ``zone``, ``pool`` (as :attr:`portal.core.domain.Offer.pool`), and what Compute Engine's
+        API calls the VM (the lost-job rules ask ``instances.get`` about it): ``project``,
+        ``instance_name``, ``instance_id``.
         """
         if self._machine is None:
             with self.one_off_client() as client:
@@ -190,6 +192,9 @@ class GcpNoticeSource(WatchingNoticeSource):
                 if model is None:  # older VMs: only the preemptible flag
                     preemptible = value("/instance/scheduling/preemptible")
                     model = "SPOT" if (preemptible or "").upper() == "TRUE" else "STANDARD"
+                project = value("/project/project-id")
+                name = value("/instance/name")
+                instance_id = value("/instance/id")
             capacity = CapacityClass.SPOT if model.upper() == "SPOT" else CapacityClass.ON_DEMAND
             region = zone.rsplit("-", 1)[0] if zone else None
             self._machine = {
@@ -206,5 +211,8 @@ class GcpNoticeSource(WatchingNoticeSource):
                 "pool": pool_identity(machine_type, capacity, region=region, zone=zone)
                 if machine_type and region
                 else None,
+                "project": project,
+                "instance_name": name,
+                "instance_id": instance_id,
             }
         return dict(self._machine)

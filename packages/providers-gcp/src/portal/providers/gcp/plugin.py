@@ -1,7 +1,12 @@
-"""Portal plugin: the GCP notice source and catalog (entry point ``gcp``).
+"""Portal plugin: the GCP notice source, the catalog and the VM check of the lost-job rules
+(entry point ``gcp``).
 
-Nothing of the provider is imported until Portal builds the source or reads the catalog.
+Nothing of the provider is imported until Portal builds the source, reads the catalog or asks
+about a VM.
 """
+
+from collections.abc import Mapping
+from typing import Any
 
 from portal.core.hookspecs import hookimpl
 from portal.core.settings import positive_float, text
@@ -15,6 +20,13 @@ SPECS = provider_specs(
     source_description="Compute Engine Spot/preemptible preemption and terminating host maintenance, "
     "from the metadata server (hanging GETs)",
     settings=[
+        SettingSpec(
+            name="gcp.compute_endpoint",
+            parse=text,
+            env="PORTAL_GCP_COMPUTE_ENDPOINT",
+            description="Compute Engine API address the lost-job check asks "
+            "(default: https://compute.googleapis.com)",
+        ),
         SettingSpec(
             name="gcp.metadata_host",
             parse=text,
@@ -57,3 +69,14 @@ def portal_catalogs() -> list[CatalogSpec]:
 @hookimpl
 def portal_settings() -> list[SettingSpec]:
     return list(SPECS.settings)
+
+
+@hookimpl
+def portal_machine_exists(
+    provider: str, facts: Mapping[str, str], settings: Mapping[str, Any]
+) -> bool | None:
+    if provider != "gcp":  # every other machine costs nothing here
+        return None
+    from portal.providers.gcp.machines import machine_exists
+
+    return machine_exists(provider, facts, settings)

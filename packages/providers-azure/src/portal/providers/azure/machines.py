@@ -1,0 +1,135 @@
+"""Whether an Azure VM still exists: the Azure answer to the lost-job rules' question
+(``portal_machine_exists``), asked about once a minute while a job's node is silent.
+
+Azure Resource Manager's VM (``$expand=instanceView``) names the VM's power state. An evicted
+Spot VM is deallocated (eviction policy ``Deallocate``) or deleted (``Delete``: 404). For the
+job, ``PowerState/deallocating``, ``deallocated``, ``stopping``, ``stopped`` and 404 are "gone"
+(the VM's memory, so the job's process, is gone); so is a VM of the same name with another
+``vmId`` (deleted and made again). ``running``, ``starting`` or no power state yet (still
+provisioning) are "still there". Anything else (no credentials, a refused or failed call) is
+"cannot tell" (None), never "gone".
+
+Credentials are azure-identity's ``DefaultAzureCredential`` of the control plane (a service
+principal's variables, workload identity, a managed identity, the Azure CLI's login) for
+``https://management.azure.com/.default``; the ``api`` extra installs it. A scale set's VM is
+asked as the scale set's instance. ``azure.management_endpoint`` points the call at a sovereign
+cloud or a test server.
+"""
+
+from __future__ import annotations
+
+import logging
+import urllib.parse
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["API_VERSION", "DEFAULT_ENDPOINT", "GONE_POWER_STATES", "machine_exists", "vm_exists"]
+
+log = logging.getLogger("portal.providers.azure")
+
+DEFAULT_ENDPOINT = "https://management.azure.com"
+API_VERSION = "2024-07-01"
+#: Power states in which the job's process cannot be running any more.
+GONE_POWER_STATES = frozenset(
+    {
+        "PowerState/deallocating",
+        "PowerState/deallocated",
+        "PowerState/stopping",
+        "PowerState/stopped",
+    }
+)
+TIMEOUT_S = 10.0
+_warned_missing = False
+
+
+def vm_path(
+    *, subscription: str, resource_group: str, name: str, scale_set: str | None = None
+) -> str:
+    """The VM's resource path: a plain VM, or a scale set's instance (its name ``set_N``)."""
+    quote = urllib.parse.quote
+    base = (
+        f"/subscriptions/{quote(subscription)}/resourceGroups/{quote(resource_group)}"
+        "/providers/Microsoft.Compute"
+    )
+    if scale_set:
+        number = name.rsplit("_", 1)[-1]
+        return f"{base}/virtualMachineScaleSets/{quote(scale_set)}/virtualMachines/{quote(number)}"
+    return f"{base}/virtualMachines/{quote(name)}"
+
+
+def vm_exists(
+    path: str, *, vm_id: str | None = None, endpoint: str | None = None, credential: Any = None
+) -> bool | None:
+    """Resource Manager's answer for the VM at ``path`` (of ``vm_id``, when known)."""
+    global _warned_missing
+    try:
+        import requests
+
+        from azure.core.exceptions import ClientAuthenticationError
+        from azure.identity import DefaultAzureCredential
+    except ImportError:
+        if not _warned_missing:
+            _warned_missing = True
+            log.warning(
+                "cannot ask Azure whether VM %s still exists: azure-identity is not installed; "
+                "install portal-providers-azure[api] where the control plane runs",
+                path,
+            )
+        return None
+    root = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
+    try:
+        credential = credential or DefaultAzureCredential(
+            exclude_interactive_browser_credential=True
+        )
+        token = credential.get_token(f"{DEFAULT_ENDPOINT}/.default").token
+        answer = requests.get(
+            f"{root}{path}",
+            params={"api-version": API_VERSION, "$expand": "instanceView"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=TIMEOUT_S,
+        )
+    except (ClientAuthenticationError, requests.RequestException, OSError, ValueError) as exc:
+        log.warning("Azure could not be asked whether VM %s exists: %s", path, exc)
+        return None
+    if answer.status_code == 404:
+        return False
+    if answer.status_code != 200:
+        log.warning(
+            "Azure could not say whether VM %s exists: HTTP %s %s",
+            path,
+            answer.status_code,
+            answer.text[:200],
+        )
+        return None
+    try:
+        properties = answer.json()["properties"]
+        found_id = str(properties.get("vmId") or "")
+        statuses = [str(s.get("code", "")) for s in properties["instanceView"]["statuses"]]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("Azure's answer about VM %s is not a VM with its instance view: %s", path, exc)
+        return None
+    if vm_id and found_id and found_id.lower() != vm_id.lower():
+        return False  # the name now belongs to another VM: the node's is gone
+    return not any(code in GONE_POWER_STATES for code in statuses)
+
+
+def machine_exists(
+    provider: str, facts: Mapping[str, str], settings: Mapping[str, Any]
+) -> bool | None:
+    """The hook's answer: only for an Azure VM whose node reported where it lives."""
+    if provider != "azure":
+        return None
+    subscription, group = facts.get("subscription"), facts.get("resource_group")
+    name = facts.get("instance_name")
+    if not (subscription and group and name):
+        return None
+    endpoint = settings.get("azure.management_endpoint")
+    path = vm_path(
+        subscription=subscription,
+        resource_group=group,
+        name=name,
+        scale_set=facts.get("scale_set") or None,
+    )
+    return vm_exists(
+        path, vm_id=facts.get("instance_id"), endpoint=str(endpoint) if endpoint else None
+    )
