@@ -223,7 +223,7 @@ def lint(session: nox.Session) -> None:
                 "DEP002=" + "|".join(unimported) + ",DEP004=pytest",
                 # Distributions whose import name is not theirs (deptry runs without them).
                 "--package-module-name-map",
-                "google-auth=google,azure-identity=azure",
+                "google-auth=google,azure-identity=azure,nvidia-ml-py=pynvml",
                 "--no-ansi",
             )
 

@@ -25,6 +25,7 @@ from portal.core.domain import Decision, Offer, Verdict
 from portal.core.errors import InvalidSettingError
 from portal.core.specs import PlacementContext, PlacementPolicy, RunningJobPolicy, StateMeasure
 from portal.policies import CheaperPolicy, ReturnPolicy, SpotPolicy
+from portal.policies.rates import StorageRoute
 from portal.testing import PlacementPolicyContract
 
 # --- the contract, for every policy --------------------------------------------------------------
@@ -239,7 +240,9 @@ def test_the_spot_policy_watches_running_jobs_through_the_capability_protocol() 
     )
     assert [d.verdict for d in decisions] == [Verdict.PROVISION, Verdict.MOVE]
     assert policy.watch(job(), [current], ctx(checkpoint(1 * GB), current_offer=current)) == []
-    assert not isinstance(CheaperPolicy({"bounds": bounds()}), RunningJobPolicy)
+    # The cheaper and return policies watch running jobs too (below).
+    assert isinstance(CheaperPolicy({"bounds": bounds()}), RunningJobPolicy)
+    assert isinstance(ReturnPolicy({"bounds": bounds()}), RunningJobPolicy)
 
 
 def test_what_a_running_job_asked_for_never_moves_it() -> None:
@@ -347,3 +350,149 @@ def test_factories_through_the_hook_build_working_policies() -> None:
         policy = spec.factory({"bounds": bounds()})
         assert policy.name == name
         assert policy.evaluate(job(), mixed_offers(), ctx())
+
+
+# --- cheaper and return, watching a running job --------------------------------------------------
+
+
+def _moves(decisions: list[Decision]) -> tuple[str, Offer] | None:
+    """(policy, target) of a provision-then-move answer, or None for no move."""
+    if not decisions:
+        return None
+    assert [d.verdict for d in decisions] == [Verdict.PROVISION, Verdict.MOVE]
+    assert decisions[0].offer == decisions[1].offer and decisions[0].offer is not None
+    return decisions[0].policy, decisions[0].offer
+
+
+def _bound(offer: Offer) -> int:
+    found = bounds().of(offer, StorageRoute.SAME_REGION)
+    assert found is not None
+    return found.bytes
+
+
+def test_a_running_job_moves_to_the_cheapest_machine_that_holds_it() -> None:
+    current = on_demand(R7I_4XL, price=1.06)
+    offers = mixed_offers()
+    decisions = CheaperPolicy({"bounds": bounds()}).watch(
+        job(), offers, ctx(checkpoint(3 * GB), current_offer=current)
+    )
+    moved = _moves(decisions)
+    assert moved == ("cheaper", spot(C7I_LARGE, price=0.03))
+    assert decisions[0].reason.startswith(
+        "provision spot aws c7i.large (us-east-1) ahead: it costs $0.0300/h instead of the "
+        "$1.0600/h of on-demand aws r7i.4xlarge (us-east-1) and holds the job, and its 120 s "
+        "notice can save about 7.9 GB"
+    ), decisions[0].reason
+    assert decisions[0].reason.endswith("(cheaper.move: false turns this off)")
+    assert decisions[0].figures["from_pool"] == current.pool
+    # 12 GB: c7i.large holds 4 GiB, and no spot notice that small saves it; m7i.2xlarge does.
+    bigger = _moves(
+        CheaperPolicy({"bounds": bounds()}).watch(
+            job(), offers, ctx(checkpoint(12 * GB), current_offer=current)
+        )
+    )
+    assert bigger is not None
+    target = bigger[1]
+    assert target.machine_type.memory_gib * 2**30 >= 12 * GB
+    if target.capacity.interruptible:
+        assert 0.8 * _bound(target) >= 12 * GB
+
+
+def test_a_saving_too_small_for_a_move_is_no_move() -> None:
+    current = on_demand(M7I_2XL, price=0.40)
+    nearly = on_demand(M7I_2XL, region="us-west-2", price=0.35)  # 12.5% less
+    policy = CheaperPolicy({"bounds": bounds()})
+    assert (
+        policy.watch(job(), [current, nearly], ctx(checkpoint(3 * GB), current_offer=current)) == []
+    )
+    settings = {"current_offer": current, "cheaper.min_saving": 0.1}
+    assert _moves(
+        policy.watch(
+            job(), [current, nearly], PlacementContext(state=checkpoint(3 * GB), settings=settings)
+        )
+    ) == ("cheaper", nearly)
+    with pytest.raises(InvalidSettingError, match=r"cheaper\.min_saving"):
+        policy.watch(
+            job(),
+            [current],
+            PlacementContext(
+                state=checkpoint(GB), settings={**settings, "cheaper.min_saving": 1.5}
+            ),
+        )
+
+
+def test_cheaper_keeps_to_what_the_job_was_placed_with() -> None:
+    policy = CheaperPolicy({"bounds": bounds()})
+    offers = mixed_offers()
+    current = on_demand(R7I_4XL, price=1.06)
+    no_spot = _moves(
+        policy.watch(job(), offers, ctx(checkpoint(3 * GB), current_offer=current, no_spot=True))
+    )
+    assert no_spot == ("cheaper", on_demand(C7I_LARGE, price=0.09))
+    on_spot = spot(R7I_4XL, price=0.37)
+    only = _moves(
+        policy.watch(job(), offers, ctx(checkpoint(3 * GB), current_offer=on_spot, spot_only=True))
+    )
+    assert only is not None and only[1].capacity.interruptible
+    pinned = ctx(
+        checkpoint(3 * GB), current_offer=current, on="on_demand:aws:r7i.4xlarge:us-east-1"
+    )
+    assert policy.watch(job(), offers, pinned) == []
+    off = ctx(checkpoint(3 * GB), current_offer=current, cheaper__move=False)
+    assert policy.watch(job(), offers, off) == []
+
+
+def test_a_job_that_left_spot_returns_once_a_notice_saves_it_with_room() -> None:
+    current = on_demand(M7I_2XL, price=0.40)
+    policy = ReturnPolicy({"bounds": bounds()})
+    offers = [current, spot(C7I_LARGE, price=0.03), on_demand(C7I_LARGE, price=0.09)]
+    decisions = policy.watch(job(), offers, ctx(checkpoint(3 * GB), current_offer=current))
+    assert _moves(decisions) == ("return", spot(C7I_LARGE, price=0.03))
+    assert "can take the job back to spot from on-demand aws m7i.2xlarge" in decisions[0].reason, (
+        decisions[0].reason
+    )
+    assert "return.move: false turns this off" in decisions[0].reason
+
+
+def test_a_job_near_the_bound_does_not_return() -> None:
+    """Between four fifths of the bound and the bound: spot could save it, but a little growth
+    would move it off again, so it stays."""
+    current = on_demand(R7I_4XL, price=1.06)
+    target = spot(M7I_2XL, price=0.14)
+    bound = _bound(target)
+    policy = ReturnPolicy({"bounds": bounds()})
+    near = ctx(checkpoint(0.9 * bound), current_offer=current)
+    assert policy.watch(job(), [current, target], near) == []
+    room = ctx(checkpoint(0.7 * bound), current_offer=current)
+    assert _moves(policy.watch(job(), [current, target], room)) == ("return", target)
+    # cheaper keeps the same room when it would take an on-demand job onto spot
+    assert CheaperPolicy({"bounds": bounds()}).watch(job(), [current, target], near) == []
+
+
+def test_return_leaves_what_the_user_chose() -> None:
+    policy = ReturnPolicy({"bounds": bounds()})
+    current = on_demand(M7I_2XL, price=0.40)
+    offers = [current, spot(C7I_LARGE, price=0.03)]
+    for settings in (
+        {"no_spot": True},
+        {"return__move": False},
+        {"on": "on_demand:aws:m7i.2xlarge:us-east-1"},
+    ):
+        assert (
+            policy.watch(job(), offers, ctx(checkpoint(GB), current_offer=current, **settings))
+            == []
+        )
+    on_spot = spot(M7I_2XL, price=0.14)
+    assert policy.watch(job(), offers, ctx(checkpoint(GB), current_offer=on_spot)) == []
+
+
+def test_a_move_never_takes_a_job_below_the_memory_it_asked_for() -> None:
+    """--memory is the machine's RAM: a cheaper machine with less is never chosen."""
+    current = on_demand(R7I_4XL, price=1.06)
+    asked = job(memory_gib=32)
+    moved = _moves(
+        CheaperPolicy({"bounds": bounds()}).watch(
+            asked, mixed_offers(), ctx(checkpoint(3 * GB), current_offer=current)
+        )
+    )
+    assert moved is not None and moved[1].machine_type.memory_gib >= 32

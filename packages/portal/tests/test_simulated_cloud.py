@@ -54,6 +54,15 @@ for step in range(int(sys.argv[2])):
 print("final", total)
 """
 
+#: As GROWS, and it lets go of what it grew once ``shrink`` exists.
+SHRINKS = GROWS.replace(
+    "        if not blob and os.path.exists(GROW):",
+    '        if blob and os.path.exists(os.path.join("__SWITCHES__", "shrink")):\n'
+    '            blob = b""\n'
+    "        elif not blob and os.path.exists(GROW) and not os.path.exists("
+    'os.path.join("__SWITCHES__", "shrink")):',
+)
+
 GCP_SKIP = (
     "spot gcp e2-standard-2 (us-central1) skipped: this job's state ({size}, its checkpoint as "
     "stored) exceeds what its 30 s notice can save (about 1.1 kB)"
@@ -118,7 +127,8 @@ def sim(portal: PortalCli, tmp_path: Path) -> Iterator[Sim]:
     switches = str(portal.workdir)
     (portal.workdir / "held.py").write_text(HELD.replace("__SWITCHES__", switches))
     (portal.workdir / "grows.py").write_text(GROWS.replace("__SWITCHES__", switches))
-    (portal.workdir / ".portalignore").write_text("hold\ngrow\n")
+    (portal.workdir / "shrinks.py").write_text(SHRINKS.replace("__SWITCHES__", switches))
+    (portal.workdir / ".portalignore").write_text("hold\ngrow\nshrink\n")
     cli = Sim(portal.home, portal.workdir)
     cli.env.update(PORTAL_CLOUD="simulated", PORTAL_SIMULATED_CLOUD_DATA=str(data))
     yield cli
@@ -459,3 +469,84 @@ def test_a_move_that_does_not_happen_releases_the_machine_provisioned_for_it(sim
         plane.store.close()
     hold.unlink()
     sim.wait_state("w", "done")
+
+
+def _wait_machines(sim: Sim, job: str, count: int, timeout: float = 60) -> list[str]:
+    end = time.monotonic() + timeout
+    while len(sim.machines(job)) < count and time.monotonic() < end:
+        time.sleep(0.1)
+    machines = sim.machines(job)
+    assert len(machines) >= count, (machines, sim.events(job))
+    return machines
+
+
+def test_a_job_that_left_spot_returns_once_its_state_fits_again(sim: Sim) -> None:
+    """Moved off spot when it outgrew the notice, the job goes back (the return policy, at a
+    check) once its state is small again, with a fifth of the bound to spare."""
+    sim.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
+    expected = sim.plain("shrinks.py", "5", "10")
+    hold = sim.workdir / "hold"
+    hold.touch()
+    job = sim("run", "--detach", "--name", "r", "shrinks.py", "5", "10").stdout.strip()
+    sim.wait_for_output(job, "step 0 ")
+    sim.wait_event(job, "carry-ok")
+    assert sim("move", "r", "--on", "spot:c7i.large").returncode == 0
+    sim.wait_state("r", "running")
+    start = len(sim.machines("r"))
+    assert sim.machines("r")[-1].endswith("spot aws c7i.large (us-east-1)")
+
+    (sim.workdir / "grow").touch()
+    sim.wait_event(job, "spot.move")
+    off = _wait_machines(sim, job, start + 1)
+    assert off[-1].endswith("on-demand gcp e2-standard-2 (us-central1)"), off
+
+    (sim.workdir / "shrink").touch()
+    provision = sim.wait_event(job, "return.provision")
+    assert provision.startswith(
+        "provision spot aws c7i.large (us-east-1) ahead: spot aws c7i.large (us-east-1) can take "
+        "the job back to spot from on-demand gcp e2-standard-2 (us-central1)"
+    ), provision
+    back = _wait_machines(sim, job, start + 2)
+    assert back[-1].endswith("spot aws c7i.large (us-east-1)"), back
+    explain = sim("explain", "r").stdout
+    provisioned = explain.index("provision (policy return)")
+    assert provisioned < explain.index("move (policy return)", provisioned)
+
+    hold.unlink()
+    sim.wait_state("r", "done")
+    assert sim("logs", "r").stdout == expected
+
+
+def test_a_job_placed_no_spot_stays_on_demand(sim: Sim) -> None:
+    """--no-spot is the user's choice: the machine records it, and at a check neither return
+    nor cheaper takes the job to spot, where the same job placed without it goes back."""
+    from portal.control.plane import ControlPlane
+    from portal.core.domain import Verdict
+    from portal.core.settings import Settings
+    from portal.sim.outgrow import SpotWatch
+    from portal.sim.placing import SimulatedPlacing
+
+    hold = sim.workdir / "hold"
+    hold.touch()
+    job = sim("run", "--detach", "--no-spot", "--name", "n", "held.py", "2", "3").stdout.strip()
+    sim.wait_for_output(job, "step 0 ")
+    plane = ControlPlane(Settings.load(environ=sim.env))
+    try:
+        placing = SimulatedPlacing(plane)
+        placed = placing.machines.get(job)
+        assert placed.no_spot and not placed.offer.capacity.interruptible, placed
+        # A check of the running job (a few kB: any spot notice here could save it).
+        assert SpotWatch(plane, job, placed).checked(3_000, partial=False) == []
+        other = plane.create_job(script="held.py", workdir=str(sim.workdir))
+        free = placing.machines.provision(placed.offer)
+        decisions = SpotWatch(plane, other.id, free).checked(3_000, partial=False)
+        assert [(d.policy, d.verdict) for d in decisions] == [
+            ("return", Verdict.PROVISION),
+            ("return", Verdict.MOVE),
+        ]
+    finally:
+        plane.store.close()
+    kinds = [k for k, _ in sim.events(job)]
+    assert not [k for k in kinds if k.startswith(("return.", "cheaper.", "spot."))], kinds
+    hold.unlink()
+    sim.wait_state("n", "done")

@@ -9,17 +9,18 @@ bare factory call still sizes machines from Portal's catalogs.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from portal.core.domain import Decision, Job, Verdict
+from portal.core.domain import Decision, Job, Offer, Verdict
 from portal.core.errors import InvalidArgumentError
 from portal.core.plugins import Plugins
 from portal.core.specs import PlacementContext
 from portal.policies import wording
 from portal.policies.bound import Bounds
-from portal.policies.measure import measure_job
+from portal.policies.measure import GIB, measure_job
 from portal.policies.options import PlacementOptions
 from portal.policies.screen import Screen, Screened
 
@@ -102,6 +103,41 @@ class Policy:
             decisions.extend(self.use(screened, reason))
         decisions.extend(s.skip(self.name) for s in dropped)
         return decisions
+
+    def provision_then_move(
+        self,
+        target: Offer,
+        current: Offer,
+        *,
+        provision: str,
+        move: str,
+        figures: Mapping[str, Any],
+    ) -> list[Decision]:
+        """A running job's move as the node carries it out: ``provision`` ``target`` ahead
+        (step 1), then ``move`` the job there once it is ready (step 2), with the figures."""
+        moved = {
+            **figures,
+            "from_pool": current.pool,
+            "to_pool": target.pool,
+            "to_price_per_hour": target.price_per_hour,
+            "to_memory_bytes": math.floor(target.machine_type.memory_gib * GIB),
+        }
+        return [
+            Decision(
+                policy=self.name,
+                verdict=Verdict.PROVISION,
+                reason=provision,
+                offer=target,
+                figures={**moved, "step": 1},
+            ),
+            Decision(
+                policy=self.name,
+                verdict=Verdict.MOVE,
+                reason=move,
+                offer=target,
+                figures={**moved, "step": 2, "when": "ready"},
+            ),
+        ]
 
     @staticmethod
     def plain_reason(screened: Screened) -> str:

@@ -4,6 +4,15 @@ Only offers cheaper than the current machine are used, cheapest first, and only 
 rules keep: a spot offer whose notice cannot save the job's state is never "cheaper", because
 its saving would be paid for with the work a reclaim loses. Without a current machine (a job not
 placed yet) every kept offer is used, cheapest first.
+
+Watching a running job (:meth:`CheaperPolicy.watch`, asked by the node at every check): the
+cheapest kept offer that holds the job (memory for its state, the GPUs it runs on) and saves at
+least ``cheaper.min_saving`` of the price (a fifth by default: a move costs a pause and a
+restore, so a cent is not worth one) is provisioned ahead, and the job moves there once it is
+ready. A job pinned by an exact ``--on`` stays; a ``--spot-only`` job is offered spot only, a
+``--no-spot`` one on-demand only; a job on on-demand moves onto spot only with a fifth of the
+notice's bound to spare (:func:`~portal.policies.screen.room_on`); ``cheaper.move: false`` turns
+it off.
 """
 
 from __future__ import annotations
@@ -15,7 +24,8 @@ from portal.core.domain import Decision, Job, Offer
 from portal.core.specs import PlacementContext, PlacementPolicy
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.screen import Rule, Screened
+from portal.policies.screen import Rule, Screened, room_on
+from portal.policies.spot import fits
 
 __all__ = ["CheaperPolicy"]
 
@@ -51,6 +61,49 @@ class CheaperPolicy(Policy):
                 for s in cheapest_first(kept)
             ],
             dropped,
+        )
+
+    def watch(self, job: Job, offers: Sequence[Offer], context: PlacementContext) -> list[Decision]:
+        """``provision`` then ``move`` to the cheapest machine that holds the job for at least
+        ``cheaper.min_saving`` less (:class:`~portal.core.specs.RunningJobPolicy`); nothing when
+        there is none, the job is pinned, or the setting is off."""
+        screen, options = self.screen(job, context)
+        current, measure = options.current, screen.measure
+        if current is None or measure is None or not options.cheaper_move:
+            return []
+        if options.pinned(current):
+            return []  # the user chose this machine
+        most = current.price_per_hour * (1.0 - options.min_saving)
+        candidates: list[Screened] = []
+        for offer in offers:
+            if offer.pool == current.pool or offer.price_per_hour > most:
+                continue
+            if options.spot_only and not offer.capacity.interruptible:
+                continue
+            if options.no_spot and offer.capacity.interruptible:
+                continue
+            if options.on is not None and not options.on.matches(offer):
+                continue  # the job's --on names its machines
+            screened = screen.one(offer)
+            onto_spot = offer.capacity.interruptible and not current.capacity.interruptible
+            if (
+                screened.kept
+                and fits(offer, current, measure, job)
+                and (not onto_spot or room_on(measure, screened.bound))
+            ):
+                candidates.append(screened)
+        if not candidates:
+            return []
+        best = cheapest_first(candidates)[0]
+        return self.provision_then_move(
+            best.offer,
+            current,
+            provision=wording.cheaper_provision(best.offer, current, best.bound),
+            move=wording.cheaper_move(best.offer, current, best.bound),
+            figures={
+                **best.figures,
+                "saving_per_hour": current.price_per_hour - best.offer.price_per_hour,
+            },
         )
 
 

@@ -11,6 +11,13 @@ can evolve without changing core. These are the keys Portal's policies read:
     Whether a job that outgrows its spot notice is moved (default true).
 ``spot_only``
     The job was run with ``--spot-only``: on-demand capacity is not its to take (default false).
+``no_spot``
+    The job was placed where it runs with ``--no-spot``: spot is not its to take (default false).
+``cheaper.move``, ``cheaper.min_saving``
+    Whether a running job is moved to a cheaper machine that fits (default true), and the least
+    share of its price such a machine must save (default 0.2: a fifth).
+``return.move``
+    Whether a job that left spot goes back once a spot notice can save its state (default true).
 ``storage.route``
     ``same_region``, ``cross_region`` or ``local_disk``; otherwise derived from ``storage_url``
     (a ``file://`` or plain path is a local disk) and ``storage.region`` (another region than
@@ -30,9 +37,14 @@ from portal.policies.rates import StorageRoute
 from portal.policies.request import OnSpec
 
 __all__ = [
+    "CHEAPER_MIN_SAVING",
+    "CHEAPER_MOVE",
     "CURRENT_OFFER",
+    "DEFAULT_MIN_SAVING",
     "MOVE_WHEN_OVER",
+    "NO_SPOT",
     "ON",
+    "RETURN_MOVE",
     "SPOT_ONLY",
     "STORAGE_REGION",
     "STORAGE_ROUTE",
@@ -44,6 +56,12 @@ CURRENT_OFFER = "current_offer"
 ON = "on"
 MOVE_WHEN_OVER = "spot.move_when_over"
 SPOT_ONLY = "spot_only"
+NO_SPOT = "no_spot"
+CHEAPER_MOVE = "cheaper.move"
+CHEAPER_MIN_SAVING = "cheaper.min_saving"
+RETURN_MOVE = "return.move"
+#: A move to a cheaper machine must save at least this share of the price (default).
+DEFAULT_MIN_SAVING = 0.2
 STORAGE_ROUTE = "storage.route"
 STORAGE_REGION = "storage.region"
 STORAGE_URL = "storage_url"
@@ -78,6 +96,10 @@ class PlacementOptions:
     on: OnSpec | None = None
     move_when_over: bool = True
     spot_only: bool = False
+    no_spot: bool = False
+    cheaper_move: bool = True
+    min_saving: float = DEFAULT_MIN_SAVING
+    return_move: bool = True
     route: StorageRoute | None = None
     storage_region: str | None = None
     storage_url: str | None = None
@@ -94,6 +116,13 @@ class PlacementOptions:
             raise _bad(ON, on, "an --on spec such as spot:aws:c7i.large:us-east-1")
         move = _flag(settings, MOVE_WHEN_OVER, default=True)
         spot_only = _flag(settings, SPOT_ONLY, default=False)
+        saving = settings.get(CHEAPER_MIN_SAVING, DEFAULT_MIN_SAVING)
+        try:
+            min_saving = float(saving)
+        except (TypeError, ValueError):
+            min_saving = -1.0
+        if not 0.0 <= min_saving < 1.0:
+            raise _bad(CHEAPER_MIN_SAVING, saving, "a share of the price from 0 to below 1")
         route = settings.get(STORAGE_ROUTE)
         if route is not None:
             try:
@@ -107,6 +136,10 @@ class PlacementOptions:
             on=on,
             move_when_over=move,
             spot_only=spot_only,
+            no_spot=_flag(settings, NO_SPOT, default=False),
+            cheaper_move=_flag(settings, CHEAPER_MOVE, default=True),
+            min_saving=min_saving,
+            return_move=_flag(settings, RETURN_MOVE, default=True),
             route=route,
             storage_region=str(region) if region else None,
             storage_url=str(url) if url else None,

@@ -9,7 +9,19 @@ Each factory builds its policy from the config the host passes (``bounds`` or ``
 from __future__ import annotations
 
 from portal.core.hookspecs import hookimpl
-from portal.core.specs import CatalogSpec, PlacementPolicySpec
+from portal.core.settings import boolean
+from portal.core.specs import CatalogSpec, PlacementPolicySpec, SettingSpec
+
+
+def _share(value: object) -> float:
+    """A share of a price, from 0 to below 1 (``0.2``: a fifth)."""
+    try:
+        share = float(str(value).strip())
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share < 1.0:
+        raise ValueError("expected a share of the price from 0 to below 1, such as 0.2")
+    return share
 
 
 @hookimpl
@@ -34,6 +46,31 @@ def portal_placement_policies() -> list[PlacementPolicySpec]:
             name="return",
             factory=make_return,
             description="brings a job that left spot back to spot once a notice can save it",
+        ),
+    ]
+
+
+@hookimpl
+def portal_settings() -> list[SettingSpec]:
+    return [
+        SettingSpec(
+            name="cheaper.move",
+            parse=boolean,
+            default=True,
+            description="move a running job to a cheaper machine that holds it and whose notice "
+            "can save its state",
+        ),
+        SettingSpec(
+            name="cheaper.min_saving",
+            parse=_share,
+            default=0.2,
+            description="the least share of its price a cheaper machine must save for a move",
+        ),
+        SettingSpec(
+            name="return.move",
+            parse=boolean,
+            default=True,
+            description="bring a job that left spot back once a spot notice can save its state",
         ),
     ]
 

@@ -5,6 +5,13 @@ was left out after a reclaim, costs more than it needs to once a spot offer can 
 again. This policy uses such spot offers, cheapest first, when they are cheaper than where the
 job runs; on-demand offers are not what it looks for, and a job already on spot has nothing to
 return from. (The module is ``return_`` because ``return`` is a keyword.)
+
+Watching a running job (:meth:`ReturnPolicy.watch`, asked by the node at every check): a job on
+on-demand goes back to the cheapest spot offer that holds it, once that offer's notice can save
+its state with a fifth to spare (:func:`portal.policies.screen.room_on`: a job near the bound
+would otherwise go back and forth between spot and on-demand), provisioned ahead and moved to once ready. A job
+placed with ``--no-spot`` or pinned by an exact ``--on`` stays; ``return.move: false`` turns it
+off.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ from portal.core.domain import Decision, Job, Offer
 from portal.core.specs import PlacementContext, PlacementPolicy
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.screen import Rule, Screened
+from portal.policies.screen import Rule, Screened, room_on
+from portal.policies.spot import fits
 
 __all__ = ["ReturnPolicy"]
 
@@ -47,6 +55,40 @@ class ReturnPolicy(Policy):
         return self.assemble(
             [(s, wording.back_to_spot(s.offer, current, s.bound)) for s in cheapest_first(kept)],
             dropped,
+        )
+
+    def watch(self, job: Job, offers: Sequence[Offer], context: PlacementContext) -> list[Decision]:
+        """``provision`` then ``move`` back to spot (:class:`~portal.core.specs.RunningJobPolicy`)
+        when a cheaper spot offer holds the job and its notice saves the state with a fifth to
+        spare; nothing otherwise."""
+        screen, options = self.screen(job, context)
+        current, measure = options.current, screen.measure
+        if current is None or measure is None or not options.return_move:
+            return []
+        if current.capacity.interruptible or options.no_spot or options.pinned(current):
+            return []  # on spot already, or on-demand by the user's choice
+        candidates: list[Screened] = []
+        for offer in offers:
+            if not offer.capacity.interruptible or offer.price_per_hour >= current.price_per_hour:
+                continue
+            if options.on is not None and not options.on.matches(offer):
+                continue  # the job's --on names its machines
+            screened = screen.one(offer)
+            if (
+                screened.kept
+                and room_on(measure, screened.bound)
+                and fits(offer, current, measure, job)
+            ):
+                candidates.append(screened)
+        if not candidates:
+            return []
+        best = cheapest_first(candidates)[0]
+        return self.provision_then_move(
+            best.offer,
+            current,
+            provision=wording.return_provision(best.offer, current, best.bound),
+            move=wording.return_move(best.offer, current, best.bound),
+            figures=best.figures,
         )
 
 

@@ -54,6 +54,17 @@ def acts_on(measure: StateMeasure, bound: Bound) -> bool:
     return measure.bytes > bound.bytes * margin(measure)
 
 
+#: A running job moves onto spot only when its state is at most this share of the offer's bound:
+#: a job near the bound would otherwise go back and forth between spot and on-demand.
+ONTO_SPOT_MARGIN = 0.8
+
+
+def room_on(measure: StateMeasure, bound: Bound | None) -> bool:
+    """Whether a running job may move onto a spot offer of ``bound``: its notice can save the
+    state with a fifth to spare (:data:`ONTO_SPOT_MARGIN`)."""
+    return bound is not None and measure.bytes <= bound.bytes * ONTO_SPOT_MARGIN
+
+
 @attrs.frozen(kw_only=True)
 class Screened:
     """One offer after the shared rules: left out (``clause`` and ``rule``) or kept, with warnings."""

@@ -15,7 +15,6 @@ pinned by an exact ``--on``, or run ``--spot-only``, stays, warned.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ from portal.core.domain import CapacityClass, Decision, Job, Offer, Verdict
 from portal.core.specs import PlacementContext, PlacementPolicy, StateMeasure
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.bound import Bound
 from portal.policies.measure import GIB
 from portal.policies.options import PlacementOptions
 from portal.policies.screen import Screen, acts_on
@@ -31,9 +29,16 @@ from portal.policies.screen import Screen, acts_on
 __all__ = ["SpotPolicy", "fits"]
 
 
-def fits(target: Offer, current: Offer, measure: StateMeasure) -> bool:
-    """Whether ``target`` can hold the job: memory for its state, and the GPUs it runs on now."""
+def fits(target: Offer, current: Offer, measure: StateMeasure, job: Job | None = None) -> bool:
+    """Whether ``target`` can hold the job: memory for its state and at least the memory it asked
+    for (``--memory``: a machine with less is never chosen), and the GPUs it runs on now."""
     if target.machine_type.memory_gib * GIB < measure.bytes:
+        return False
+    if (
+        job is not None
+        and job.memory_gib is not None
+        and target.machine_type.memory_gib < job.memory_gib
+    ):
         return False
     model = current.machine_type.gpu_model
     if current.machine_type.gpus and model is not None:
@@ -56,7 +61,7 @@ class SpotPolicy(Policy):
         ranked = [r for r in cheapest_first(kept) if r.offer.capacity.interruptible] + [
             r for r in cheapest_first(kept) if not r.offer.capacity.interruptible
         ]
-        decisions = self.move_when_over(offers, screen, options)
+        decisions = self.move_when_over(offers, screen, options, job)
         decisions += self.assemble(
             [(r, self.plain_reason(r)) for r in ranked], [r for r in results if not r.kept]
         )
@@ -66,10 +71,14 @@ class SpotPolicy(Policy):
         """What to do now about ``job`` running on the context's current offer
         (:class:`~portal.core.specs.RunningJobPolicy`): move it off spot when over, or warn."""
         screen, options = self.screen(job, context)
-        return self.move_when_over(offers, screen, options)
+        return self.move_when_over(offers, screen, options, job)
 
     def move_when_over(
-        self, offers: Sequence[Offer], screen: Screen, options: PlacementOptions
+        self,
+        offers: Sequence[Offer],
+        screen: Screen,
+        options: PlacementOptions,
+        job: Job | None = None,
     ) -> list[Decision]:
         """``provision`` then ``move`` when the job's spot machine cannot save its state."""
         current, measure = options.current, screen.measure
@@ -78,7 +87,7 @@ class SpotPolicy(Policy):
         bound = screen.bound_of(current)
         if bound is None or not acts_on(measure, bound):
             return []
-        figures = {**screen.figures(current, bound), "from_pool": current.pool}
+        figures = screen.figures(current, bound)
         if options.pinned(current):
             spec = options.on.text if options.on is not None else ""
             return [
@@ -91,45 +100,20 @@ class SpotPolicy(Policy):
             for o in offers
             if o.capacity is CapacityClass.ON_DEMAND
             and o.pool not in screen.context.excluded_pools
-            and fits(o, current, measure)
+            and fits(o, current, measure, job)
         ]
         if not targets:
             return [self._warn(wording.kept_no_fit(current, measure, bound), current, figures)]
         if options.spot_only:  # on-demand is not this job's to take
             return [self._warn(wording.kept_spot_only(current, measure, bound), current, figures)]
         target = min(targets, key=lambda o: (o.price_per_hour, o.describe()))
-        return self._provision_then_move(target, current, measure, bound, figures)
-
-    def _provision_then_move(
-        self,
-        target: Offer,
-        current: Offer,
-        measure: StateMeasure,
-        bound: Bound,
-        figures: Mapping[str, Any],
-    ) -> list[Decision]:
-        moved = {
-            **figures,
-            "to_pool": target.pool,
-            "to_price_per_hour": target.price_per_hour,
-            "to_memory_bytes": math.floor(target.machine_type.memory_gib * GIB),
-        }
-        return [
-            Decision(
-                policy=self.name,
-                verdict=Verdict.PROVISION,
-                reason=wording.provision(target, current, measure, bound),
-                offer=target,
-                figures={**moved, "step": 1},
-            ),
-            Decision(
-                policy=self.name,
-                verdict=Verdict.MOVE,
-                reason=wording.move(target, current, measure, bound),
-                offer=target,
-                figures={**moved, "step": 2, "when": "ready"},
-            ),
-        ]
+        return self.provision_then_move(
+            target,
+            current,
+            provision=wording.provision(target, current, measure, bound),
+            move=wording.move(target, current, measure, bound),
+            figures=figures,
+        )
 
     def _warn(self, reason: str, offer: Offer, figures: Mapping[str, Any]) -> Decision:
         return Decision(

@@ -273,3 +273,35 @@ def growth_note(measure: StateMeasure) -> str:
         f"{size(measure.bytes)}, {measure.figure} (a guess: spot offers below it are used with a "
         "warning)"
     )
+
+
+def _cheaper_because(target: Offer, current: Offer, bound: Bound | None) -> str:
+    notice = f", and {bound_note(bound)}" if bound is not None else ""
+    return (
+        f"it costs {price(target.price_per_hour)} instead of the "
+        f"{price(current.price_per_hour)} of {current.describe()} and holds the job{notice}"
+    )
+
+
+def cheaper_provision(target: Offer, current: Offer, bound: Bound | None) -> str:
+    return (
+        f"provision {target.describe()} ahead: {_cheaper_because(target, current, bound)}; the "
+        "job moves there once it is ready (cheaper.move: false turns this off)"
+    )
+
+
+def cheaper_move(target: Offer, current: Offer, bound: Bound | None) -> str:
+    return (
+        f"move to {target.describe()} once it is ready: {_cheaper_because(target, current, bound)}"
+    )
+
+
+def return_provision(target: Offer, current: Offer, bound: Bound | None) -> str:
+    return (
+        f"provision {target.describe()} ahead: {back_to_spot(target, current, bound)}; the job "
+        "moves there once it is ready (return.move: false turns this off)"
+    )
+
+
+def return_move(target: Offer, current: Offer, bound: Bound | None) -> str:
+    return f"move to {target.describe()} once it is ready: {back_to_spot(target, current, bound)}"

@@ -33,11 +33,12 @@ from portal.control import silence, wording
 from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
 from portal.control.store import new_job_id
+from portal.control.views import MOVE_EVENTS
 from portal.core.domain import CapacityClass, Job, JobState, Offer
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.specs import StateMeasure
 from portal.node.launch import launch_node
-from portal.node.measure import resident_bytes
+from portal.node.measure import memory_bytes
 from portal.policies import (
     Action,
     Figure,
@@ -152,7 +153,7 @@ class Placement:
                 )
             elif event.kind == "started" and event.data.get("pid"):
                 pid = int(event.data["pid"])  # the latest attempt's job process
-            elif event.kind in ("moving", "spot.move"):
+            elif event.kind in MOVE_EVENTS:
                 moved_at = event.at
         latest = self.cli.store.latest_complete(job.id)
         if latest is not None:
@@ -161,10 +162,10 @@ class Placement:
             samples.append(
                 StateSample(figure=figure, bytes=int(latest.size_bytes), at=latest.created_at)
             )
-        rss = resident_bytes(pid) if pid is not None else None
-        if rss is not None:
+        held = memory_bytes([pid]) if pid is not None else None
+        if held is not None:
             samples.append(
-                StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=rss, at=self.plane.clock.now())
+                StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=held, at=self.plane.clock.now())
             )
         return choose(samples)
 
@@ -229,7 +230,13 @@ class Placement:
             environ=node_environ(machine),
         )
         on = plan.request.on
-        self.machines.assign(machine, job.id, attempt, on=on.text if on and on.exact else None)
+        self.machines.assign(
+            machine,
+            job.id,
+            attempt,
+            on=on.text if on else None,
+            no_spot=plan.request.no_spot,
+        )
         return attempt
 
     def run(self, options: argparse.Namespace, workdir: str) -> int:

@@ -28,6 +28,7 @@ __all__ = [
     "CARRY_WARNINGS",
     "EXPLAINED",
     "LOG_STREAMS",
+    "MOVE_EVENTS",
     "PLACEMENT_EVENTS",
     "JobViews",
     "checkpoint_check_line",
@@ -74,11 +75,21 @@ PLACEMENT_EVENTS = frozenset(
         "spot.provision",
         "spot.move",
         "spot.kept",
+        "spot.released",
+        "cheaper.provision",
+        "cheaper.move",
+        "cheaper.released",
+        "return.provision",
+        "return.move",
+        "return.released",
         "reclaimed",
         "provisioned",
         "moving",
     }
 )
+
+#: The events that moved a running job to another machine (its next checkpoint is the move's).
+MOVE_EVENTS = frozenset({"moving", "spot.move", "cheaper.move", "return.move"})
 
 #: The output files of an attempt, in the order readers show them.
 LOG_STREAMS = ("stdout", "stderr")
@@ -445,8 +456,9 @@ def explain_lines(explained: dict[str, Any]) -> list[str]:
 
 def _placement_policy(kind: str) -> str:
     """The policy an event without a ``policy`` figure belongs to, by its kind."""
-    if kind.startswith("spot."):
-        return "spot"
+    policy = kind.split(".", 1)[0]
+    if policy in ("spot", "cheaper", "return"):
+        return policy
     if kind == "reclaimed":
         return "provider"
     return "placement"

@@ -73,8 +73,11 @@ class Machine:
     reclaimed_at: float | None = None
     silent_at: float | None = None
     released_at: float | None = None
-    #: The exact ``--on`` the job was placed here with (the user's choice: it is not moved off).
+    #: The ``--on`` the job was placed here with (the user's choice: an exact one keeps it here
+    #: whatever its state; any keeps a cheaper or return move to the machines it names).
     on: str | None = None
+    #: The job was placed here with ``--no-spot`` (the user's choice: it is not moved to spot).
+    no_spot: bool = False
 
     @property
     def name(self) -> str:
@@ -99,6 +102,7 @@ class Machine:
             "silent_at": self.silent_at,
             "released_at": self.released_at,
             "on": self.on,
+            "no_spot": self.no_spot,
         }
 
 
@@ -131,6 +135,7 @@ class SimulatedMachines:
             silent_at=data["silent_at"],
             released_at=data["released_at"],
             on=data.get("on"),
+            no_spot=bool(data.get("no_spot", False)),
         )
 
     def all(self) -> list[Machine]:
@@ -189,10 +194,19 @@ class SimulatedMachines:
         return self._write(machine)
 
     def assign(
-        self, machine: Machine, job_id: str, attempt: int, *, on: str | None = None
+        self,
+        machine: Machine,
+        job_id: str,
+        attempt: int,
+        *,
+        on: str | None = None,
+        no_spot: bool = False,
     ) -> Machine:
-        """Record that the job's attempt runs on ``machine`` (placed by an exact ``on``)."""
-        return self._write(attrs.evolve(machine, job_id=job_id, attempt=attempt, on=on))
+        """Record that the job's attempt runs on ``machine`` (placed by an ``--on``, or with
+        ``--no-spot``)."""
+        return self._write(
+            attrs.evolve(machine, job_id=job_id, attempt=attempt, on=on, no_spot=no_spot)
+        )
 
     def _pid_file(self, machine: Machine) -> Path | None:
         if machine.job_id is None or machine.attempt is None:

@@ -1,31 +1,42 @@
-"""A job that outgrows its spot machine's notice is moved to on-demand, by its own node.
+"""The node's placement watch on a simulated machine: a job that outgrows its spot machine's
+notice moves to on-demand, a job that left spot goes back, and a job finds a cheaper machine.
 
-On a simulated spot machine the node measures the job again at every checkpoint check: the
-check's walk (the bytes a checkpoint would pickle now) when it ran whole, else the job
-process's resident memory. The placement policy registered as ``spot`` decides on that measure
-(its ``watch``: :meth:`portal.policies.SpotPolicy.watch` unless a plugin replaces it): while it fits, nothing happens; once it is
-over what the notice can save, the cheapest on-demand machine that fits is provisioned ahead
-(event ``spot.provision``), and as soon as it is ready (a simulated machine is ready at once) the
-move starts (event ``spot.move``): the node gives its own job a notice, the job pauses and is
-saved, and the node starts the job's next attempt on the new machine from that checkpoint.
-``spot.move_when_over: false``, a job pinned to this exact machine, or no on-demand machine that
-fits leave it where it is with a warning (event ``spot.kept``, once per machine); so does a job run
-with ``--spot-only``, which on-demand capacity is not for. A move that
-does not happen after all (the pause is abandoned or fails, or the job ends first) releases the
-machine provisioned for it (event ``spot.released``), so that nothing is left running and billed.
+On a simulated machine the node measures the job again at every checkpoint check: the check's
+walk (the bytes a checkpoint would pickle now) when it ran whole, else the job's resident and GPU
+memory. The placement policies that watch running jobs (``RunningJobPolicy``), looked up by
+their registered names so that a plugin may replace Portal's, are asked in turn, and the first
+that moves the job decides:
+
+* ``spot`` (on a spot machine): once the measure is over what the notice can save, the cheapest
+  on-demand machine that fits is provisioned ahead (event ``spot.provision``), and as soon as it
+  is ready (a simulated machine is ready at once) the move starts (event ``spot.move``).
+  ``spot.move_when_over: false``, a job pinned to this exact machine, or no on-demand machine
+  that fits leave it where it is with a warning (event ``spot.kept``, once per machine); so does
+  a job run with ``--spot-only``, which on-demand capacity is not for.
+* ``return`` (on an on-demand machine): a cheaper spot offer whose notice can save the state
+  with a fifth to spare takes the job back (``return.provision``, ``return.move``); not for a job
+  placed ``--no-spot``; ``return.move: false`` turns it off.
+* ``cheaper`` (anywhere): a machine that holds the job for at least ``cheaper.min_saving`` less
+  (``cheaper.provision``, ``cheaper.move``); ``cheaper.move: false`` turns it off.
+
+A move is the node's own: it gives its job a notice, the job pauses and is saved, and the node
+starts the job's next attempt on the new machine from that checkpoint. A move that does not
+happen after all (the pause is abandoned or fails, or the job ends first) releases the machine
+provisioned for it (event ``<policy>.released``), so that nothing is left running and billed.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 from portal.control.plane import ControlPlane
 from portal.core.domain import Decision, JobState, Verdict
 from portal.core.plugins import call_factory
 from portal.core.specs import RunningJobPolicy
 from portal.node.launch import launch_node
-from portal.node.measure import resident_bytes
+from portal.node.measure import memory_bytes
 from portal.node.observer import OBSERVER_ENV
 from portal.policies import Figure, StateSample, choose
 from portal.providers.local import deliver_notice
@@ -36,10 +47,13 @@ __all__ = ["SpotWatch", "node_environ"]
 
 log = logging.getLogger("portal.sim.outgrow")
 
-#: The placement policy that watches a job on a spot machine, by its registered name.
-WATCH_POLICY = "spot"
-#: Event kinds, by the spot policy's verdict.
-_KINDS = {Verdict.PROVISION: "spot.provision", Verdict.MOVE: "spot.move", Verdict.WARN: "spot.kept"}
+#: The placement policies that watch a running job, by their registered names, in the order
+#: they are asked: keeping the job's state safe first, then what it costs.
+WATCH_POLICIES = ("spot", "return", "cheaper")
+#: The settings the watching policies read, passed in their context (see portal.policies.options).
+_POLICY_SETTINGS = ("cheaper.move", "cheaper.min_saving", "return.move")
+#: Event kinds, by the verdict (prefixed by the deciding policy's name: ``spot.move``).
+_KINDS = {Verdict.PROVISION: "provision", Verdict.MOVE: "move", Verdict.WARN: "kept"}
 
 
 def node_environ(machine: Machine) -> dict[str, str]:
@@ -50,7 +64,7 @@ def node_environ(machine: Machine) -> dict[str, str]:
 
 
 class SpotWatch:
-    """The node's side of move-when-over, for one attempt on one simulated spot machine (a
+    """The node's placement watch, for one attempt on one simulated machine (a
     :class:`portal.node.observer.NodeObserver`)."""
 
     def __init__(self, plane: ControlPlane, job_id: str, machine: Machine) -> None:
@@ -59,15 +73,17 @@ class SpotWatch:
         self.machine = machine
         self.placing = SimulatedPlacing(plane)
         self.target: Machine | None = None
+        self.moving_policy = ""  # the policy whose move is under way
         self._warned = False
         self._spot_only_job: bool | None = None
-        self._unwatched = False
+        self._unwatched: set[str] = set()
+        self._settings: dict[str, Any] | None = None
 
     @classmethod
     def for_node(
         cls, plane: ControlPlane, job_id: str, environ: Mapping[str, str]
     ) -> SpotWatch | None:
-        """A watch when the node runs on a simulated spot machine; None anywhere else."""
+        """A watch when the node runs on a simulated machine; None anywhere else."""
         machine_id = environ.get(MACHINE_ENV)
         if not machine_id:
             return None
@@ -75,8 +91,6 @@ class SpotWatch:
             machine = SimulatedPlacing(plane).machines.get(machine_id)
         except Exception as exc:  # the job must run on even if the machine's record is bad
             log.warning("simulated machine %s unknown, its spot watch is off: %s", machine_id, exc)
-            return None
-        if not machine.offer.capacity.interruptible:
             return None
         return cls(plane, job_id, machine)
 
@@ -111,62 +125,86 @@ class SpotWatch:
         if checked_bytes and not partial:
             # a spot machine never rehearses: the bytes are the check's walk's
             samples.append(StateSample(figure=Figure.CHECK_WALK, bytes=checked_bytes, at=now))
-        resident = [r for r in (resident_bytes(p) for p in pids or []) if r is not None]
-        if resident:
-            samples.append(StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=sum(resident), at=now))
+        held = memory_bytes(pids or [])
+        if held is not None:
+            samples.append(StateSample(figure=Figure.RESIDENT_AND_GPU, bytes=held, at=now))
         measure = choose(samples)
         if measure is None:
             return []
-        policy = self._policy()
-        if policy is None:
-            return []
         context = self.placing.context(
-            measure, self.machine.offer, pinned=self.machine.on, spot_only=self._spot_only()
+            measure,
+            self.machine.offer,
+            pinned=self.machine.on,
+            spot_only=self._spot_only(),
+            no_spot=self.machine.no_spot,
+            extra=self._policy_settings(),
         )
-        decisions = policy.watch(self.plane.job(self.job_id), self.placing.offers(), context)
-        for decision in decisions:
-            self._carry_out(decision)
-        return decisions
+        job = self.plane.job(self.job_id)
+        offers = self.placing.offers()
+        bounds = self.placing.bounds()
+        decided: list[Decision] = []
+        for name in WATCH_POLICIES:
+            policy = self._policy(name, bounds)
+            if policy is None:
+                continue
+            decisions = policy.watch(job, offers, context)
+            for decision in decisions:
+                self._carry_out(name, decision)
+            decided += decisions
+            if self.target is not None:
+                break  # a move is under way: the others wait for the next check
+        return decided
 
-    def _policy(self) -> RunningJobPolicy | None:
-        """The ``spot`` policy, looked up by name among the installed placement policies (a
-        plugin may replace Portal's); None, logged once, when it does not watch running jobs."""
-        spec = self.plane.plugins.placement_policy(WATCH_POLICY)
-        policy = call_factory(
-            spec.factory, {"bounds": self.placing.bounds()}, what=f"policy {WATCH_POLICY!r}"
-        )
+    def _policy_settings(self) -> dict[str, Any]:
+        """The watching policies' settings, as this node's settings stack resolves them."""
+        if self._settings is None:
+            try:
+                values = self.plane.settings.with_plugins(self.plane.plugins).values
+            except Exception:  # a bad value was told at the node's start; defaults here
+                log.exception("the placement settings could not be read; defaults apply")
+                values = {}
+            self._settings = {k: values[k] for k in _POLICY_SETTINGS if k in values}
+        return self._settings
+
+    def _policy(self, name: str, bounds: Any) -> RunningJobPolicy | None:
+        """The policy registered as ``name`` (a plugin may replace Portal's); None when none is
+        installed, or, logged once, when it does not watch running jobs."""
+        try:
+            spec = self.plane.plugins.placement_policy(name)
+        except Exception:
+            return None  # not installed: nothing watches for it
+        policy = call_factory(spec.factory, {"bounds": bounds}, what=f"policy {name!r}")
         if isinstance(policy, RunningJobPolicy):
             return policy
-        if not self._unwatched:
-            self._unwatched = True
-            log.warning("placement policy %r does not watch running jobs", WATCH_POLICY)
+        if name not in self._unwatched:
+            self._unwatched.add(name)
+            log.warning("placement policy %r does not watch running jobs", name)
         return None
 
-    def _carry_out(self, decision: Decision) -> None:
+    def _carry_out(self, name: str, decision: Decision) -> None:
+        """Carry out what the policy registered as ``name`` decided (its events are named by
+        that registration: ``spot.move``, whoever implements ``spot``)."""
         data = {**decision.figures, "policy": decision.policy, "verdict": str(decision.verdict)}
-        if decision.verdict is Verdict.WARN:
+        verdict = decision.verdict
+        if verdict not in _KINDS:
+            return
+        kind = f"{name}.{_KINDS[verdict]}"
+        if verdict is Verdict.WARN:
             if not self._warned:
                 self._warned = True
-                self.plane.record(self.job_id, _KINDS[Verdict.WARN], decision.reason, data)
+                self.plane.record(self.job_id, kind, decision.reason, data)
             return
-        if decision.verdict is Verdict.PROVISION and decision.offer is not None:
+        if verdict is Verdict.PROVISION and decision.offer is not None and self.target is None:
             self.target = self.placing.machines.provision(decision.offer)
-            self.plane.record(
-                self.job_id,
-                _KINDS[Verdict.PROVISION],
-                decision.reason,
-                data,
-                machine=self.target.id,
-            )
-        elif decision.verdict is Verdict.MOVE and self.target is not None:
-            self.plane.record(
-                self.job_id, _KINDS[Verdict.MOVE], decision.reason, data, machine=self.target.id
-            )
+            self.moving_policy = name
+            self.plane.record(self.job_id, kind, decision.reason, data, machine=self.target.id)
+        elif verdict is Verdict.MOVE and self.target is not None and name == self.moving_policy:
+            self.plane.record(self.job_id, kind, decision.reason, data, machine=self.target.id)
             deliver_notice(
                 self.plane.paths(self.job_id).notices,
                 seconds=self.plane.settings.notice_default_s,
                 clock=self.plane.clock,
-                reason=f"spot: moving the job to {self.target.name}",
+                reason=f"{name}: moving the job to {self.target.name}",
             )
 
     def not_suspended(self, why: str) -> None:
@@ -182,7 +220,7 @@ class SpotWatch:
             self.placing.machines.release(target.id)
             self.plane.record(
                 self.job_id,
-                "spot.released",
+                f"{self.moving_policy or 'spot'}.released",
                 f"{target.name}, provisioned for the move off {self.machine.name}, is released: "
                 f"{why}",
                 machine=target.id,
@@ -213,6 +251,7 @@ class SpotWatch:
             node_dir=target.directory,
             environ=node_environ(target),
         )
-        self.placing.machines.assign(target, self.job_id, attempt)
+        # The user's placement wishes travel with the job: --no-spot stays off spot.
+        self.placing.machines.assign(target, self.job_id, attempt, no_spot=self.machine.no_spot)
         self.placing.machines.release(self.machine.id, kill=False)  # this node ends now
         return attempt

@@ -8,6 +8,7 @@ reclaimed a machine in the last 30 minutes come from the control plane's reclaim
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from portal.control.plane import ControlPlane
@@ -23,7 +24,14 @@ from portal.policies import (
     RateBook,
     Sizer,
 )
-from portal.policies.options import CURRENT_OFFER, MOVE_WHEN_OVER, ON, SPOT_ONLY, STORAGE_ROUTE
+from portal.policies.options import (
+    CURRENT_OFFER,
+    MOVE_WHEN_OVER,
+    NO_SPOT,
+    ON,
+    SPOT_ONLY,
+    STORAGE_ROUTE,
+)
 from portal.sim.machines import SimulatedMachines
 
 __all__ = ["SPOT_ONLY_EVENT", "SimulatedPlacing"]
@@ -65,15 +73,21 @@ class SimulatedPlacing:
         *,
         pinned: str | None = None,
         spot_only: bool = False,
+        no_spot: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> PlacementContext:
-        """The policies' context; ``pinned`` is the exact ``--on`` the job was placed with,
-        ``spot_only`` whether it was run ``--spot-only``."""
+        """The policies' context; ``pinned`` is the ``--on`` the job was placed with (exact or not),
+        ``spot_only`` whether it was run ``--spot-only``, ``no_spot`` whether it was placed
+        where it runs with ``--no-spot``; ``extra``: the policies' own settings
+        (``cheaper.move``...)."""
         # A simulated machine saves to its region's store: the simulated same-region rates apply,
         # though the bytes land on this disk.
         settings: dict[str, Any] = {
+            **(extra or {}),
             STORAGE_ROUTE: "same_region",
             MOVE_WHEN_OVER: self.plane.settings.spot_move_when_over,
             SPOT_ONLY: spot_only,
+            NO_SPOT: no_spot,
         }
         if current is not None:
             settings[CURRENT_OFFER] = current
