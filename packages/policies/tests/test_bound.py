@@ -87,6 +87,39 @@ def test_listing_is_asked_when_no_catalog_knows_the_type() -> None:
     assert asked == [("aws", "x9.8xlarge"), ("aws", "zz.huge")]
 
 
+class _AcmeListing:
+    """A provider plugin's listing (portal_machine_vcpus), as EC2's or Azure's answer it."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str]] = []
+
+    @hookimpl
+    def portal_machine_vcpus(self, provider: str, machine_type: str) -> int | None:
+        self.asked.append((provider, machine_type))
+        return 64 if (provider, machine_type) == ("acme", "a1.16xlarge") else None
+
+
+def test_sizers_built_from_the_plugins_ask_the_providers_listings(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PORTAL_HOME", str(tmp_path))
+    acme = _AcmeListing()
+    plugins = Plugins(pluggy.PluginManager("portal"))
+    from portal.core import hookspecs
+
+    plugins.pm.add_hookspecs(hookspecs)
+    plugins.pm.register(acme, name="acme")
+    bounds = Bounds.from_plugins(plugins)
+    sized = bounds.sizer.size("acme", "a1.16xlarge")
+    assert (sized.source, sized.vcpus) == (SizeSource.LISTING, 64)
+    assert bounds.sizer.size("acme", "a1.16xlarge").vcpus == 64
+    assert bounds.sizer.size("acme", "zz.huge").is_default
+    big = MachineType(provider="acme", name="a1.16xlarge", vcpus=1, memory_gib=128)
+    note = wording.bound_note(bounds.of(spot(big), StorageRoute.SAME_REGION))  # type: ignore[arg-type]
+    assert "64 vCPUs from the provider's listing" in note, note
+    assert acme.asked == [("acme", "a1.16xlarge"), ("acme", "zz.huge")]  # each asked once
+
+
 def test_a_failing_listing_is_a_plugin_error_naming_the_type() -> None:
     def listing(provider: str, name: str) -> int | None:
         raise TimeoutError("DescribeInstanceTypes timed out")

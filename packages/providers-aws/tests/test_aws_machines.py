@@ -140,3 +140,16 @@ def test_the_endpoint_is_a_declared_setting() -> None:
     plugins = _plugins()
     spec = plugins.settings()["aws.ec2_endpoint"]
     assert spec.env == "AWS_ENDPOINT_URL_EC2"
+
+
+def test_an_instance_type_no_catalog_knows_is_sized_by_ec2s_listing(ec2_endpoint: str) -> None:
+    """portal_machine_vcpus: DescribeInstanceTypes' DefaultVCpus; a type EC2 does not know, or
+    an API out of reach, is None (the type is then sized as its default class)."""
+    plugins = _plugins()
+    settings = {"aws.ec2_endpoint": ec2_endpoint}
+    assert plugins.machine_vcpus("aws", "m5.24xlarge", settings) == 96
+    assert plugins.machine_vcpus("aws", "c7i.large", settings) == 2
+    assert plugins.machine_vcpus("aws", "zz9.mystery", settings) is None
+    assert plugins.machine_vcpus("gcp", "n2-standard-4", settings) is None
+    closed = {"aws.ec2_endpoint": f"http://127.0.0.1:{_free_port()}"}
+    assert plugins.machine_vcpus("aws", "m5.24xlarge", closed) is None

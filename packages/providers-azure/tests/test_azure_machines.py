@@ -114,3 +114,28 @@ def test_other_machines_are_not_azure_to_answer(arm: FakeResourceManager) -> Non
     assert plugins.machine_exists("gcp", "vm", "/h", {"instance_name": "vm"}, settings) is None
     assert plugins.machine_exists("azure", "local", "/h", {"region": "eastus"}, settings) is None
     assert arm.count() == 0
+
+
+def test_a_vm_size_no_catalog_knows_is_sized_by_the_resource_skus(
+    arm: FakeResourceManager,
+) -> None:
+    """portal_machine_vcpus: the vCPUs capability of the size in the subscription's SKU list;
+    an unknown size, no subscription, or an API out of reach is None."""
+    arm.skus = {"Standard_D96as_v5": 96, "Standard_NC4as_T4_v3": 4}
+    plugins = Plugins.load(autoload=False)
+    plugins.pm.register(plugin, name="azure")
+    settings = {
+        "azure.management_endpoint": arm.url,
+        "azure.subscription": SUBSCRIPTION,
+        "azure.sku_location": "westeurope",
+    }
+    assert plugins.machine_vcpus("azure", "Standard_D96as_v5", settings) == 96
+    assert plugins.machine_vcpus("azure", "Standard_NC4as_T4_v3", settings) == 4
+    assert plugins.machine_vcpus("azure", "Standard_Z1", settings) is None
+    assert plugins.machine_vcpus("aws", "c7i.large", settings) is None
+    no_subscription = {k: v for k, v in settings.items() if k != "azure.subscription"}
+    assert plugins.machine_vcpus("azure", "Standard_D96as_v5", no_subscription) is None
+    closed = {**settings, "azure.management_endpoint": "http://127.0.0.1:9"}
+    assert plugins.machine_vcpus("azure", "Standard_D96as_v5", closed) is None
+    listed = [r for r in arm.requests if r.path.endswith("/skus")]
+    assert listed and listed[0].query["$filter"] == "location eq 'westeurope'"

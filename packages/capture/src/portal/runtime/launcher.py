@@ -9,6 +9,7 @@ with ``n``.
 from __future__ import annotations
 
 import builtins
+import gc
 import os
 import sys
 import traceback
@@ -108,6 +109,19 @@ def _finish(engine: Engine) -> None:
     set_active_context(None)
 
 
+def _set_aside_portals_objects() -> None:
+    """Move every object alive now out of the cyclic collector's scans (``gc.freeze()``).
+
+    Called just before the script's own objects come (its first line; for a resume, before the
+    checkpoint is loaded), so what is set aside is the interpreter's start-up and Portal's own
+    machinery: the capture engine, its plugins and their modules, some 18,000 objects that plain
+    ``python SCRIPT`` does not have. Without this, a script that allocates heavily pays for
+    scanning them at every full collection (about 3% on a loop of comprehensions). The script's
+    objects are collected exactly as before; frozen ones are still freed by reference counting.
+    """
+    gc.freeze()
+
+
 def _execute(code: CodeType, namespace: dict[str, Any]) -> int:
     try:
         exec(code, namespace)
@@ -160,6 +174,7 @@ def run_script(
         resumed=RESUMED_CODE,
     )
     engine = _arm(context, checkpoint, control or os.environ.get(CONTROL_ENV), rehearse=rehearse)
+    _set_aside_portals_objects()
     try:
         return _execute(code, main.__dict__)
     finally:
@@ -185,6 +200,7 @@ def resume_script(
         os.chdir(header.cwd)
     main = _main_module(header.script)
     extensions = _plugins.load_capture_extensions()
+    _set_aside_portals_objects()
     try:
         restored = restore(image, main, extensions=extensions)
     except PortalError:

@@ -216,6 +216,29 @@ def portal_machine_exists(
     raise NotImplementedError
 
 
+@hookspec(firstresult=True)
+def portal_machine_vcpus(
+    provider: str, machine_type: str, settings: Mapping[str, Any]
+) -> int | None:
+    """How many vCPUs the provider's own listing gives a machine type no catalog knows (EC2's
+    DescribeInstanceTypes, Azure's resource SKUs): the state-size bound of a spot offer grows
+    with the machine's size. Asked once per type and remembered; stops at the first non-None.
+
+    :param provider: the type's provider (``aws``, ``azure``).
+    :param machine_type: the type's name as the provider spells it (``c7i.large``).
+    :param settings: every setting's value by its dotted name, Portal's and the plugins'.
+    :return: the vCPUs, or ``None``: not this plugin's provider, or the listing cannot say (a
+        failed call is ``None``; the type is then sized as its default class, and says so).
+
+    Example::
+
+        @hookimpl
+        def portal_machine_vcpus(provider, machine_type):
+            return acme.instance_types.get(machine_type).cpus if provider == "acme" else None
+    """
+    raise NotImplementedError
+
+
 @hookspec
 def portal_event(event: Event) -> None:
     """Observe every event Portal records for a job (notice, suspended, resumed, warnings...).

@@ -181,6 +181,7 @@ _INVENTORY = (
 _ANSWERING = (
     ("portal_key_store", "key store", "supplies the store of job keys"),
     ("portal_machine_exists", "machine check", "says whether a silent job's machine still exists"),
+    ("portal_machine_vcpus", "vCPU listing", "lists a machine type's vCPUs no catalog knows"),
     ("portal_event", "event observer", "is told of every job event"),
 )
 
@@ -351,6 +352,21 @@ class Plugins:
                 continue
             if answer is not None:
                 return bool(answer)
+        return None
+
+    def machine_vcpus(
+        self, provider: str, machine_type: str, settings: Mapping[str, Any] | None = None
+    ) -> int | None:
+        """The first plugin's answer on ``machine_type``'s vCPUs (see the hook); a plugin that
+        fails is logged and counts as no answer."""
+        args = {"provider": provider, "machine_type": machine_type, "settings": settings or {}}
+        for impl in reversed(self.pm.hook.portal_machine_vcpus.get_hookimpls()):
+            try:
+                answer: Any = impl.function(*[args[arg] for arg in impl.argnames])
+                if answer is not None:
+                    return int(answer)
+            except Exception:
+                log.exception("vCPU listing of %s failed", self.distribution_of(impl.plugin_name))
         return None
 
     def emit(self, event: Any) -> None:

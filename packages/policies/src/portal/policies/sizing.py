@@ -11,16 +11,21 @@ says so, so the offer's note and the plan can tell the user.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
 from portal.core.domain import MachineType
 from portal.core.errors import PluginError
 from portal.core.plugins import Plugins
+from portal.core.settings import Settings
 from portal.policies.rates import MachineClass, RateBook, classify
 
-__all__ = ["Listing", "SizeSource", "Sizer", "Sizing"]
+__all__ = ["Listing", "SizeSource", "Sizer", "Sizing", "plugin_listing"]
+
+log = logging.getLogger("portal.policies")
 
 #: A provider listing: ``(provider, type name) -> vCPUs``, or None when it does not know the type.
 Listing = Callable[[str, str], int | None]
@@ -45,6 +50,28 @@ class Sizing:
     @property
     def is_default(self) -> bool:
         return self.source is SizeSource.DEFAULT
+
+
+def plugin_listing(plugins: Plugins) -> Listing:
+    """The providers' own listings (``portal_machine_vcpus``: EC2's instance types, Azure's
+    resource SKUs), each type asked once per listing, with the settings as Portal resolves
+    them (read on the first question: a sizer that never meets an unknown type reads none)."""
+    answers: dict[tuple[str, str], int | None] = {}
+    resolved: dict[str, Any] = {}
+
+    def listing(provider: str, name: str) -> int | None:
+        key = (provider, name)
+        if key not in answers:
+            if not resolved:
+                try:
+                    resolved.update(Settings.load(plugins=plugins).values)
+                except Exception as exc:  # a bad settings file is told where it is read
+                    log.warning("settings for the providers' listings unreadable: %s", exc)
+                    resolved["-"] = None
+            answers[key] = plugins.machine_vcpus(provider, name, resolved)
+        return answers[key]
+
+    return listing
 
 
 class Sizer:
@@ -85,7 +112,11 @@ class Sizer:
                 ) from exc
             for machine in types:
                 (own if machine.provider == spec.provider else others).append(machine)
-        return cls([*own, *others], listing=listing, rates=rates)
+        return cls(
+            [*own, *others],
+            listing=listing if listing is not None else plugin_listing(plugins),
+            rates=rates,
+        )
 
     @property
     def machine_types(self) -> list[MachineType]:

@@ -1,5 +1,6 @@
-"""Whether an EC2 instance still exists: the AWS answer to the lost-job rules' question
-(``portal_machine_exists``), asked about once a minute while a job's node is silent.
+"""What Portal asks EC2's API: whether an instance still exists (the lost-job rules' question,
+``portal_machine_exists``, about once a minute while a job's node is silent), and how many vCPUs
+a type no catalog knows has (``portal_machine_vcpus``: DescribeInstanceTypes).
 
 EC2's DescribeInstances names the instance's state. ``pending`` and ``running`` are "still
 there"; ``shutting-down``, ``terminated``, ``stopping`` and ``stopped`` are "gone" for the job (a
@@ -20,7 +21,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["GONE_STATES", "instance_exists", "machine_exists"]
+__all__ = ["GONE_STATES", "instance_exists", "instance_type_vcpus", "machine_exists"]
 
 log = logging.getLogger("portal.providers.aws")
 
@@ -31,31 +32,76 @@ _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound"})
 _warned_missing = False
 
 
-def instance_exists(
-    instance_id: str, *, region: str | None, endpoint: str | None = None
-) -> bool | None:
-    """EC2's answer for ``instance_id`` in ``region``: True, False, or None (cannot tell)."""
+def _client(region: str | None, endpoint: str | None) -> Any:
+    """An EC2 client, or None (said once) where boto3 is not installed."""
     global _warned_missing
     try:
         import boto3
         from botocore.config import Config
-        from botocore.exceptions import BotoCoreError, ClientError
     except ImportError:
         if not _warned_missing:
             _warned_missing = True
             log.warning(
-                "cannot ask EC2 whether instance %s still exists: boto3 is not installed; "
-                "install portal-providers-aws[api] where the control plane runs",
-                instance_id,
+                "cannot ask EC2's API: boto3 is not installed; install "
+                "portal-providers-aws[api] where the control plane runs"
             )
         return None
     config = Config(
         connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"}
     )
+    return boto3.client(
+        "ec2", region_name=region or None, endpoint_url=endpoint or None, config=config
+    )
+
+
+def instance_type_vcpus(
+    name: str, *, region: str | None = None, endpoint: str | None = None
+) -> int | None:
+    """EC2's ``DefaultVCpus`` of instance type ``name``, or None when it cannot say (an unknown
+    type, no credentials, no answer)."""
     try:
-        client = boto3.client(
-            "ec2", region_name=region or None, endpoint_url=endpoint or None, config=config
-        )
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        client = _client(region or _default_region(), endpoint)
+        if client is None:
+            return None
+        reply = client.describe_instance_types(InstanceTypes=[name])
+    except ImportError:
+        return None
+    except (ClientError, BotoCoreError, ValueError) as exc:
+        log.warning("EC2 could not list instance type %s: %s", name, exc)
+        return None
+    for found in reply.get("InstanceTypes", []):
+        if found.get("InstanceType") == name:
+            vcpus = found.get("VCpuInfo", {}).get("DefaultVCpus")
+            return int(vcpus) if vcpus else None
+    return None
+
+
+def _default_region() -> str:
+    """The region boto3 would use (variables, profile), else us-east-1: instance types are the
+    same in every region that offers them."""
+    try:
+        import boto3
+
+        return boto3.session.Session().region_name or "us-east-1"
+    except Exception:
+        return "us-east-1"
+
+
+def instance_exists(
+    instance_id: str, *, region: str | None, endpoint: str | None = None
+) -> bool | None:
+    """EC2's answer for ``instance_id`` in ``region``: True, False, or None (cannot tell)."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError
+    except ImportError:
+        _client(region, endpoint)  # says once what to install
+        return None
+    try:
+        client = _client(region, endpoint)
+        if client is None:
+            return None
         reply = client.describe_instances(InstanceIds=[instance_id])
     except ClientError as exc:
         code = str(exc.response.get("Error", {}).get("Code", ""))

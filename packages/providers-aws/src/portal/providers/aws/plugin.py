@@ -1,5 +1,5 @@
-"""Portal plugin: the AWS notice source, the EC2 catalog and the instance check of the lost-job
-rules (entry point ``aws``).
+"""Portal plugin: the AWS notice source, the EC2 catalog, the instance check of the lost-job
+rules and the instance-type listing (entry point ``aws``).
 
 Nothing of the provider is imported until Portal builds the source, reads the catalog or asks
 about an instance.
@@ -53,7 +53,8 @@ SPECS = provider_specs(
             name="aws.ec2_endpoint",
             parse=text,
             env="AWS_ENDPOINT_URL_EC2",
-            description="EC2 API address the lost-job check asks (default: the region's)",
+            description="EC2 API address Portal asks (lost-job check, instance types; default: "
+            "the region's)",
         ),
         SettingSpec(
             name="aws.token_ttl_s",
@@ -90,3 +91,15 @@ def portal_machine_exists(
     from portal.providers.aws.machines import machine_exists
 
     return machine_exists(provider, machine, facts, settings)
+
+
+@hookimpl
+def portal_machine_vcpus(
+    provider: str, machine_type: str, settings: Mapping[str, Any]
+) -> int | None:
+    if provider != "aws":
+        return None
+    from portal.providers.aws.machines import instance_type_vcpus
+
+    endpoint = settings.get("aws.ec2_endpoint")
+    return instance_type_vcpus(machine_type, endpoint=str(endpoint) if endpoint else None)

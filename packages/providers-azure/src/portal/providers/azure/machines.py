@@ -1,5 +1,6 @@
-"""Whether an Azure VM still exists: the Azure answer to the lost-job rules' question
-(``portal_machine_exists``), asked about once a minute while a job's node is silent.
+"""What Portal asks Azure Resource Manager: whether a VM still exists (the lost-job rules'
+question, ``portal_machine_exists``, about once a minute while a job's node is silent), and how
+many vCPUs a VM size no catalog knows has (``portal_machine_vcpus``: the resource SKUs).
 
 Azure Resource Manager's VM (``$expand=instanceView``) names the VM's power state. An evicted
 Spot VM is deallocated (eviction policy ``Deallocate``) or deleted (``Delete``: 404). For the
@@ -23,12 +24,20 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["API_VERSION", "DEFAULT_ENDPOINT", "GONE_POWER_STATES", "machine_exists", "vm_exists"]
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_ENDPOINT",
+    "GONE_POWER_STATES",
+    "machine_exists",
+    "sku_vcpus",
+    "vm_exists",
+]
 
 log = logging.getLogger("portal.providers.azure")
 
 DEFAULT_ENDPOINT = "https://management.azure.com"
 API_VERSION = "2024-07-01"
+SKUS_API_VERSION = "2021-07-01"
 #: Power states in which the job's process cannot be running any more.
 GONE_POWER_STATES = frozenset(
     {
@@ -57,10 +66,9 @@ def vm_path(
     return f"{base}/virtualMachines/{quote(name)}"
 
 
-def vm_exists(
-    path: str, *, vm_id: str | None = None, endpoint: str | None = None, credential: Any = None
-) -> bool | None:
-    """Resource Manager's answer for the VM at ``path`` (of ``vm_id``, when known)."""
+def _arm_get(path: str, params: Mapping[str, str], endpoint: str | None, what: str) -> Any:
+    """GET ``path`` of Resource Manager with the control plane's credentials: the response, or
+    None (logged) when it could not be asked."""
     global _warned_missing
     try:
         import requests
@@ -71,25 +79,34 @@ def vm_exists(
         if not _warned_missing:
             _warned_missing = True
             log.warning(
-                "cannot ask Azure whether VM %s still exists: azure-identity is not installed; "
-                "install portal-providers-azure[api] where the control plane runs",
-                path,
+                "cannot ask Azure Resource Manager: azure-identity is not installed; install "
+                "portal-providers-azure[api] where the control plane runs"
             )
         return None
     root = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
     try:
-        credential = credential or DefaultAzureCredential(
-            exclude_interactive_browser_credential=True
-        )
+        credential = DefaultAzureCredential(exclude_interactive_browser_credential=True)
         token = credential.get_token(f"{DEFAULT_ENDPOINT}/.default").token
-        answer = requests.get(
+        return requests.get(
             f"{root}{path}",
-            params={"api-version": API_VERSION, "$expand": "instanceView"},
+            params=dict(params),
             headers={"Authorization": f"Bearer {token}"},
             timeout=TIMEOUT_S,
         )
     except (ClientAuthenticationError, requests.RequestException, OSError, ValueError) as exc:
-        log.warning("Azure could not be asked whether VM %s exists: %s", path, exc)
+        log.warning("Azure could not be asked %s: %s", what, exc)
+        return None
+
+
+def vm_exists(path: str, *, vm_id: str | None = None, endpoint: str | None = None) -> bool | None:
+    """Resource Manager's answer for the VM at ``path`` (of ``vm_id``, when known)."""
+    answer = _arm_get(
+        path,
+        {"api-version": API_VERSION, "$expand": "instanceView"},
+        endpoint,
+        f"whether VM {path} exists",
+    )
+    if answer is None:
         return None
     if answer.status_code == 404:
         return False
@@ -111,6 +128,34 @@ def vm_exists(
     if vm_id and found_id and found_id.lower() != vm_id.lower():
         return False  # the name now belongs to another VM: the node's is gone
     return not any(code in GONE_POWER_STATES for code in statuses)
+
+
+def sku_vcpus(
+    name: str, *, subscription: str, location: str, endpoint: str | None = None
+) -> int | None:
+    """The ``vCPUs`` capability of VM size ``name`` in Resource Manager's SKU list for
+    ``location``, or None when it cannot say."""
+    quote = urllib.parse.quote
+    answer = _arm_get(
+        f"/subscriptions/{quote(subscription)}/providers/Microsoft.Compute/skus",
+        {"api-version": SKUS_API_VERSION, "$filter": f"location eq '{location}'"},
+        endpoint,
+        f"the vCPUs of VM size {name}",
+    )
+    if answer is None:
+        return None
+    if answer.status_code != 200:
+        log.warning("Azure could not list VM size %s: HTTP %s", name, answer.status_code)
+        return None
+    try:
+        for sku in answer.json()["value"]:
+            if sku.get("resourceType") == "virtualMachines" and sku.get("name") == name:
+                for capability in sku.get("capabilities", []):
+                    if capability.get("name") == "vCPUs":
+                        return int(capability["value"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("Azure's SKU list is not what Portal reads: %s", exc)
+    return None
 
 
 def machine_exists(

@@ -1,5 +1,5 @@
-"""Portal plugin: the Azure notice source, the catalog and the VM check of the lost-job rules
-(entry point ``azure``).
+"""Portal plugin: the Azure notice source, the catalog, the VM check of the lost-job rules and
+the VM-size listing (entry point ``azure``).
 
 Nothing of the provider is imported until Portal builds the source, reads the catalog or asks
 about a VM.
@@ -26,6 +26,18 @@ SPECS = provider_specs(
             env="PORTAL_AZURE_MANAGEMENT_ENDPOINT",
             description="Resource Manager address the lost-job check asks "
             "(default: https://management.azure.com)",
+        ),
+        SettingSpec(
+            name="azure.subscription",
+            parse=text,
+            env="AZURE_SUBSCRIPTION_ID",
+            description="the subscription whose resource SKUs size a VM no catalog knows",
+        ),
+        SettingSpec(
+            name="azure.sku_location",
+            parse=text,
+            default="eastus",
+            description="the region whose resource SKUs are listed (sizes are alike everywhere)",
         ),
         SettingSpec(
             name="azure.metadata_endpoint",
@@ -73,3 +85,20 @@ def portal_machine_exists(
     from portal.providers.azure.machines import machine_exists
 
     return machine_exists(provider, facts, settings)
+
+
+@hookimpl
+def portal_machine_vcpus(
+    provider: str, machine_type: str, settings: Mapping[str, Any]
+) -> int | None:
+    if provider != "azure" or not settings.get("azure.subscription"):
+        return None
+    from portal.providers.azure.machines import sku_vcpus
+
+    endpoint = settings.get("azure.management_endpoint")
+    return sku_vcpus(
+        machine_type,
+        subscription=str(settings["azure.subscription"]),
+        location=str(settings.get("azure.sku_location") or "eastus"),
+        endpoint=str(endpoint) if endpoint else None,
+    )

@@ -202,7 +202,8 @@ class FakeResourceManager(FakeHTTPServer):
             arm.set_power(path, "deallocated")       # evicted, Deallocate policy
             arm.delete(path)                         # evicted, Delete policy
 
-    What it models: tokens only for ``X-IDENTITY-HEADER`` (App Service's managed identity
+    What it models (also the resource SKUs list, ``skus``: VM size -> vCPUs): tokens only for
+    ``X-IDENTITY-HEADER`` (App Service's managed identity
     protocol, which azure-identity speaks); the VM answered with ``properties.vmId`` and
     ``properties.instanceView.statuses`` (provisioning and power state), ``ResourceNotFound``
     404 for one that does not exist, 401 without a token it issued, errors in ARM's JSON shape.
@@ -215,6 +216,7 @@ class FakeResourceManager(FakeHTTPServer):
         self.resources: list[str] = []  # the resource each token was asked for
         self.identity_header = secrets.token_hex(8)
         self.refuse_tokens = False  # True: every token is refused (401), as a revoked identity's
+        self.skus: dict[str, int] = {}  # VM size -> vCPUs, listed by the resource SKUs API
 
     @property
     def identity_endpoint(self) -> str:
@@ -243,6 +245,21 @@ class FakeResourceManager(FakeHTTPServer):
                 return _arm_error(401, "InvalidAuthenticationToken", "The access token is invalid.")
             if request.query.get("api-version") is None:
                 return _arm_error(400, "MissingApiVersionParameter", "api-version is required")
+            if request.path.lower().endswith("/providers/microsoft.compute/skus"):
+                skus = [
+                    {
+                        "resourceType": "virtualMachines",
+                        "name": size,
+                        "locations": [request.query.get("$filter", "").split("'")[1:2]],
+                        "capabilities": [
+                            {"name": "vCPUs", "value": str(vcpus)},
+                            {"name": "MemoryGB", "value": str(vcpus * 4)},
+                        ],
+                    }
+                    for size, vcpus in self.skus.items()
+                ]
+                listing = {"value": [{"resourceType": "disks", "name": "Premium_LRS"}, *skus]}
+                return Reply(200, json.dumps(listing).encode(), {}, "application/json")
             vm = self.vms.get(request.path.lower())
             if vm is None:
                 return _arm_error(
