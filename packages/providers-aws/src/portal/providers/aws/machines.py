@@ -21,6 +21,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from portal.providers.base.sdk import sdk_missing
+
 __all__ = ["GONE_STATES", "instance_exists", "instance_type_vcpus", "machine_exists"]
 
 log = logging.getLogger("portal.providers.aws")
@@ -29,22 +31,16 @@ log = logging.getLogger("portal.providers.aws")
 GONE_STATES = frozenset({"shutting-down", "terminated", "stopping", "stopped"})
 #: Error codes that mean EC2 does not know the instance (any more).
 _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound"})
-_warned_missing = False
+EXTRA = "portal-providers-aws[api]"
 
 
 def _client(region: str | None, endpoint: str | None) -> Any:
     """An EC2 client, or None (said once) where boto3 is not installed."""
-    global _warned_missing
     try:
         import boto3
         from botocore.config import Config
-    except ImportError:
-        if not _warned_missing:
-            _warned_missing = True
-            log.warning(
-                "cannot ask EC2's API: boto3 is not installed; install "
-                "portal-providers-aws[api] where the control plane runs"
-            )
+    except ImportError as exc:
+        sdk_missing(exc, api="EC2's API", extra=EXTRA)
         return None
     config = Config(
         connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"}
@@ -95,8 +91,8 @@ def instance_exists(
     """EC2's answer for ``instance_id`` in ``region``: True, False, or None (cannot tell)."""
     try:
         from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError:
-        _client(region, endpoint)  # says once what to install
+    except ImportError as exc:
+        sdk_missing(exc, api="EC2's API", extra=EXTRA)
         return None
     try:
         client = _client(region, endpoint)

@@ -24,6 +24,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from portal.providers.base.sdk import sdk_missing
+
 __all__ = [
     "API_VERSION",
     "DEFAULT_ENDPOINT",
@@ -48,7 +50,6 @@ GONE_POWER_STATES = frozenset(
     }
 )
 TIMEOUT_S = 10.0
-_warned_missing = False
 
 
 def vm_path(
@@ -69,19 +70,13 @@ def vm_path(
 def _arm_get(path: str, params: Mapping[str, str], endpoint: str | None, what: str) -> Any:
     """GET ``path`` of Resource Manager with the control plane's credentials: the response, or
     None (logged) when it could not be asked."""
-    global _warned_missing
     try:
         import requests
 
         from azure.core.exceptions import ClientAuthenticationError
         from azure.identity import DefaultAzureCredential
-    except ImportError:
-        if not _warned_missing:
-            _warned_missing = True
-            log.warning(
-                "cannot ask Azure Resource Manager: azure-identity is not installed; install "
-                "portal-providers-azure[api] where the control plane runs"
-            )
+    except ImportError as exc:
+        sdk_missing(exc, api="Azure Resource Manager", extra="portal-providers-azure[api]")
         return None
     root = (endpoint or DEFAULT_ENDPOINT).rstrip("/")
     try:

@@ -22,6 +22,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
+from portal.providers.base.sdk import sdk_missing
+
 __all__ = ["DEFAULT_ENDPOINT", "GONE_STATUSES", "instance_exists", "machine_exists"]
 
 log = logging.getLogger("portal.providers.gcp")
@@ -31,7 +33,6 @@ SCOPE = "https://www.googleapis.com/auth/compute.readonly"
 #: Statuses in which the job's process cannot be running any more.
 GONE_STATUSES = frozenset({"STOPPING", "STOPPED", "SUSPENDING", "SUSPENDED", "TERMINATED"})
 TIMEOUT_S = 10.0
-_warned_missing = False
 
 
 def instance_exists(
@@ -43,20 +44,13 @@ def instance_exists(
     endpoint: str | None = None,
 ) -> bool | None:
     """Compute Engine's answer for VM ``name`` (of id ``instance_id``, when known)."""
-    global _warned_missing
     try:
         import google.auth
         import google.auth.exceptions
         import requests
         from google.auth.transport.requests import AuthorizedSession
-    except ImportError:
-        if not _warned_missing:
-            _warned_missing = True
-            log.warning(
-                "cannot ask Compute Engine whether VM %s still exists: google-auth is not "
-                "installed; install portal-providers-gcp[api] where the control plane runs",
-                name,
-            )
+    except ImportError as exc:
+        sdk_missing(exc, api="Compute Engine's API", extra="portal-providers-gcp[api]")
         return None
     quote = urllib.parse.quote
     url = (
