@@ -123,7 +123,7 @@ class SpotWatch:
         now = self.plane.clock.now()
         samples = []
         if checked_bytes and not partial:
-            # a spot machine never rehearses: the bytes are the check's walk's
+            # the bytes the check's walk pickled (a rehearsal, on on-demand, is told apart)
             samples.append(StateSample(figure=Figure.CHECK_WALK, bytes=checked_bytes, at=now))
         held = memory_bytes(pids or [])
         if held is not None:
