@@ -496,3 +496,17 @@ def test_a_move_never_takes_a_job_below_the_memory_it_asked_for() -> None:
         )
     )
     assert moved is not None and moved[1].machine_type.memory_gib >= 32
+
+
+def test_cheaper_takes_a_spot_offer_only_with_room_to_spare() -> None:
+    """Spot to a cheaper spot machine whose notice only just saves the state: the job would be
+    moved off it at its first growth, so it stays; with room, it goes."""
+    current = spot(R7I_4XL, price=0.37)
+    target = spot(M7I_2XL, price=0.14)
+    bound = _bound(target)
+    assert 0.9 * bound <= M7I_2XL.memory_gib * 2**30  # it would hold the state: room decides
+    policy = CheaperPolicy({"bounds": bounds()})
+    tight = ctx(checkpoint(0.9 * bound), current_offer=current)
+    assert policy.watch(job(), [current, target], tight) == []
+    roomy = ctx(checkpoint(0.5 * bound), current_offer=current)
+    assert _moves(policy.watch(job(), [current, target], roomy)) == ("cheaper", target)

@@ -10,9 +10,9 @@ cheapest kept offer that holds the job (memory for its state, the GPUs it runs o
 least ``cheaper.min_saving`` of the price (a fifth by default: a move costs a pause and a
 restore, so a cent is not worth one) is provisioned ahead, and the job moves there once it is
 ready. A job pinned by an exact ``--on`` stays; a ``--spot-only`` job is offered spot only, a
-``--no-spot`` one on-demand only; a job on on-demand moves onto spot only with a fifth of the
-notice's bound to spare (:func:`~portal.policies.screen.room_on`); ``cheaper.move: false`` turns
-it off.
+``--no-spot`` one on-demand only; a spot offer is taken only with a fifth of its notice's bound
+to spare (:func:`~portal.policies.screen.room_on`: a job just under a tighter bound would soon be
+moved off again); ``cheaper.move: false`` turns it off.
 """
 
 from __future__ import annotations
@@ -85,11 +85,10 @@ class CheaperPolicy(Policy):
             if options.on is not None and not options.on.matches(offer):
                 continue  # the job's --on names its machines
             screened = screen.one(offer)
-            onto_spot = offer.capacity.interruptible and not current.capacity.interruptible
             if (
                 screened.kept
                 and fits(offer, current, measure, job)
-                and (not onto_spot or room_on(measure, screened.bound))
+                and (not offer.capacity.interruptible or room_on(measure, screened.bound))
             ):
                 candidates.append(screened)
         if not candidates:
