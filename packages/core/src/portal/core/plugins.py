@@ -326,6 +326,19 @@ class Plugins:
         result: KeyStore | None = self.pm.hook.portal_key_store(home=home)
         return result
 
+    def _first_answer(self, hook: str, args: Mapping[str, Any], what: str) -> Any:
+        """The first non-None answer of a one-answer hook, newest plugin first; a plugin that
+        fails is logged (``what`` names the question) and counts as no answer."""
+        for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
+            try:
+                answer = impl.function(*[args[arg] for arg in impl.argnames])
+            except Exception:
+                log.exception("%s of %s failed", what, self.distribution_of(impl.plugin_name))
+                continue
+            if answer is not None:
+                return answer
+        return None
+
     def machine_exists(
         self,
         provider: str,
@@ -335,8 +348,8 @@ class Plugins:
         settings: Mapping[str, Any] | None = None,
     ) -> bool | None:
         """The first plugin's answer on whether ``machine`` still exists (see the hook); a
-        plugin that fails is logged and counts as no answer: a failed question never says
-        that a machine is gone."""
+        plugin that fails counts as no answer: a failed question never says that a machine is
+        gone."""
         args = {
             "provider": provider,
             "machine": machine,
@@ -344,30 +357,17 @@ class Plugins:
             "facts": facts or {},
             "settings": settings or {},
         }
-        for impl in reversed(self.pm.hook.portal_machine_exists.get_hookimpls()):
-            try:
-                answer = impl.function(*[args[arg] for arg in impl.argnames])
-            except Exception:
-                log.exception("machine check of %s failed", self.distribution_of(impl.plugin_name))
-                continue
-            if answer is not None:
-                return bool(answer)
-        return None
+        answer = self._first_answer("portal_machine_exists", args, "machine check")
+        return None if answer is None else bool(answer)
 
     def machine_vcpus(
         self, provider: str, machine_type: str, settings: Mapping[str, Any] | None = None
     ) -> int | None:
         """The first plugin's answer on ``machine_type``'s vCPUs (see the hook); a plugin that
-        fails is logged and counts as no answer."""
+        fails counts as no answer."""
         args = {"provider": provider, "machine_type": machine_type, "settings": settings or {}}
-        for impl in reversed(self.pm.hook.portal_machine_vcpus.get_hookimpls()):
-            try:
-                answer: Any = impl.function(*[args[arg] for arg in impl.argnames])
-                if answer is not None:
-                    return int(answer)
-            except Exception:
-                log.exception("vCPU listing of %s failed", self.distribution_of(impl.plugin_name))
-        return None
+        answer = self._first_answer("portal_machine_vcpus", args, "vCPU listing")
+        return None if answer is None else int(answer)
 
     def emit(self, event: Any) -> None:
         """Tell every ``portal_event`` observer; an observer's failure is logged, never raised."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from portal.core.domain import Decision, Job, Offer, Verdict
@@ -22,7 +22,7 @@ from portal.policies import wording
 from portal.policies.bound import Bounds
 from portal.policies.measure import GIB, measure_job
 from portal.policies.options import PlacementOptions
-from portal.policies.screen import Screen, Screened
+from portal.policies.screen import Screen, Screened, fits, room_on
 
 __all__ = ["Policy", "bounds_from_config", "cheapest_first"]
 
@@ -103,6 +103,32 @@ class Policy:
             decisions.extend(self.use(screened, reason))
         decisions.extend(s.skip(self.name) for s in dropped)
         return decisions
+
+    def cheapest_holding(
+        self,
+        job: Job,
+        offers: Sequence[Offer],
+        screen: Screen,
+        options: PlacementOptions,
+        wanted: Callable[[Offer], bool],
+    ) -> Screened | None:
+        """Where a running job may move: the cheapest offer ``wanted`` by the policy that the
+        shared rules keep, that its ``--on`` names, that holds it (:func:`fits`) and, when it is
+        spot, whose notice saves the state with room to spare (:func:`room_on`); None if none."""
+        current, measure = options.current, screen.measure
+        assert current is not None and measure is not None
+        candidates: list[Screened] = []
+        for offer in offers:
+            if not wanted(offer) or (options.on is not None and not options.on.matches(offer)):
+                continue
+            screened = screen.one(offer)
+            if (
+                screened.kept
+                and fits(offer, current, measure, job)
+                and (not offer.capacity.interruptible or room_on(measure, screened.bound))
+            ):
+                candidates.append(screened)
+        return cheapest_first(candidates)[0] if candidates else None
 
     def provision_then_move(
         self,

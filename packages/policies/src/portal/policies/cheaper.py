@@ -24,8 +24,7 @@ from portal.core.domain import Decision, Job, Offer
 from portal.core.specs import PlacementContext, PlacementPolicy
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.screen import Rule, Screened, room_on
-from portal.policies.spot import fits
+from portal.policies.screen import Rule, Screened
 
 __all__ = ["CheaperPolicy"]
 
@@ -74,26 +73,17 @@ class CheaperPolicy(Policy):
         if options.pinned(current):
             return []  # the user chose this machine
         most = current.price_per_hour * (1.0 - options.min_saving)
-        candidates: list[Screened] = []
-        for offer in offers:
+
+        def wanted(offer: Offer) -> bool:
             if offer.pool == current.pool or offer.price_per_hour > most:
-                continue
-            if options.spot_only and not offer.capacity.interruptible:
-                continue
-            if options.no_spot and offer.capacity.interruptible:
-                continue
-            if options.on is not None and not options.on.matches(offer):
-                continue  # the job's --on names its machines
-            screened = screen.one(offer)
-            if (
-                screened.kept
-                and fits(offer, current, measure, job)
-                and (not offer.capacity.interruptible or room_on(measure, screened.bound))
-            ):
-                candidates.append(screened)
-        if not candidates:
+                return False
+            if offer.capacity.interruptible:
+                return not options.no_spot
+            return not options.spot_only
+
+        best = self.cheapest_holding(job, offers, screen, options, wanted)
+        if best is None:
             return []
-        best = cheapest_first(candidates)[0]
         return self.provision_then_move(
             best.offer,
             current,

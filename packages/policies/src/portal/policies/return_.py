@@ -9,9 +9,9 @@ return from. (The module is ``return_`` because ``return`` is a keyword.)
 Watching a running job (:meth:`ReturnPolicy.watch`, asked by the node at every check): a job on
 on-demand goes back to the cheapest spot offer that holds it, once that offer's notice can save
 its state with a fifth to spare (:func:`portal.policies.screen.room_on`: a job near the bound
-would otherwise go back and forth between spot and on-demand), provisioned ahead and moved to once ready. A job
-placed with ``--no-spot`` or pinned by an exact ``--on`` stays; ``return.move: false`` turns it
-off.
+would otherwise go back and forth between spot and on-demand), provisioned ahead and moved to once
+ready. A job placed with ``--no-spot`` or pinned by an exact ``--on`` stays; ``return.move:
+false`` turns it off.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from portal.core.domain import Decision, Job, Offer
 from portal.core.specs import PlacementContext, PlacementPolicy
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.screen import Rule, Screened, room_on
-from portal.policies.spot import fits
+from portal.policies.screen import Rule, Screened
 
 __all__ = ["ReturnPolicy"]
 
@@ -67,22 +66,13 @@ class ReturnPolicy(Policy):
             return []
         if current.capacity.interruptible or options.no_spot or options.pinned(current):
             return []  # on spot already, or on-demand by the user's choice
-        candidates: list[Screened] = []
-        for offer in offers:
-            if not offer.capacity.interruptible or offer.price_per_hour >= current.price_per_hour:
-                continue
-            if options.on is not None and not options.on.matches(offer):
-                continue  # the job's --on names its machines
-            screened = screen.one(offer)
-            if (
-                screened.kept
-                and room_on(measure, screened.bound)
-                and fits(offer, current, measure, job)
-            ):
-                candidates.append(screened)
-        if not candidates:
+
+        def wanted(offer: Offer) -> bool:
+            return offer.capacity.interruptible and offer.price_per_hour < current.price_per_hour
+
+        best = self.cheapest_holding(job, offers, screen, options, wanted)
+        if best is None:
             return []
-        best = cheapest_first(candidates)[0]
         return self.provision_then_move(
             best.offer,
             current,

@@ -13,15 +13,15 @@ from typing import Any
 
 import attrs
 
-from portal.core.domain import Decision, Offer, Verdict
+from portal.core.domain import Decision, Job, Offer, Verdict
 from portal.core.specs import PlacementContext, StateMeasure
 from portal.policies import wording
 from portal.policies.bound import Bound, Bounds
 from portal.policies.exclusions import EXCLUDED_UNTIL
-from portal.policies.measure import Figure, figure_of, margin
+from portal.policies.measure import GIB, Figure, figure_of, margin
 from portal.policies.options import PlacementOptions
 
-__all__ = ["Rule", "Screen", "Screened", "acts_on", "is_over"]
+__all__ = ["Rule", "Screen", "Screened", "acts_on", "fits", "is_over", "room_on"]
 
 
 class Rule:
@@ -52,6 +52,26 @@ def acts_on(measure: StateMeasure, bound: Bound) -> bool:
     if figure_of(measure) is Figure.ASKED_FOR:
         return False
     return measure.bytes > bound.bytes * margin(measure)
+
+
+def fits(target: Offer, current: Offer, measure: StateMeasure, job: Job | None = None) -> bool:
+    """Whether ``target`` can hold the job: memory for its state and at least the memory it asked
+    for (``--memory``: a machine with less is never chosen), and the GPUs it runs on now."""
+    if target.machine_type.memory_gib * GIB < measure.bytes:
+        return False
+    if (
+        job is not None
+        and job.memory_gib is not None
+        and target.machine_type.memory_gib < job.memory_gib
+    ):
+        return False
+    model = current.machine_type.gpu_model
+    if current.machine_type.gpus and model is not None:
+        return (
+            target.machine_type.gpu_model == model
+            and target.machine_type.gpus >= current.machine_type.gpus
+        )
+    return True
 
 
 #: A running job moves onto spot only when its state is at most this share of the offer's bound:

@@ -57,18 +57,18 @@ def plugin_listing(plugins: Plugins) -> Listing:
     resource SKUs), each type asked once per listing, with the settings as Portal resolves
     them (read on the first question: a sizer that never meets an unknown type reads none)."""
     answers: dict[tuple[str, str], int | None] = {}
-    resolved: dict[str, Any] = {}
+    resolved: list[dict[str, Any]] = []  # the settings, once read
 
     def listing(provider: str, name: str) -> int | None:
         key = (provider, name)
         if key not in answers:
             if not resolved:
                 try:
-                    resolved.update(Settings.load(plugins=plugins).values)
+                    resolved.append(dict(Settings.load(plugins=plugins).values))
                 except Exception as exc:  # a bad settings file is told where it is read
                     log.warning("settings for the providers' listings unreadable: %s", exc)
-                    resolved["-"] = None
-            answers[key] = plugins.machine_vcpus(provider, name, resolved)
+                    resolved.append({})
+            answers[key] = plugins.machine_vcpus(provider, name, resolved[0])
         return answers[key]
 
     return listing

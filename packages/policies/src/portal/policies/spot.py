@@ -19,34 +19,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from portal.core.domain import CapacityClass, Decision, Job, Offer, Verdict
-from portal.core.specs import PlacementContext, PlacementPolicy, StateMeasure
+from portal.core.specs import PlacementContext, PlacementPolicy
 from portal.policies import wording
 from portal.policies.base import Policy, cheapest_first
-from portal.policies.measure import GIB
 from portal.policies.options import PlacementOptions
-from portal.policies.screen import Screen, acts_on
+from portal.policies.screen import Screen, acts_on, fits
 
 __all__ = ["SpotPolicy", "fits"]
-
-
-def fits(target: Offer, current: Offer, measure: StateMeasure, job: Job | None = None) -> bool:
-    """Whether ``target`` can hold the job: memory for its state and at least the memory it asked
-    for (``--memory``: a machine with less is never chosen), and the GPUs it runs on now."""
-    if target.machine_type.memory_gib * GIB < measure.bytes:
-        return False
-    if (
-        job is not None
-        and job.memory_gib is not None
-        and target.machine_type.memory_gib < job.memory_gib
-    ):
-        return False
-    model = current.machine_type.gpu_model
-    if current.machine_type.gpus and model is not None:
-        return (
-            target.machine_type.gpu_model == model
-            and target.machine_type.gpus >= current.machine_type.gpus
-        )
-    return True
 
 
 class SpotPolicy(Policy):

@@ -104,8 +104,10 @@ def ask_provider(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) 
     less than :data:`CHECK_EVERY_S` ago (or before the node went silent: then now); record the
     answer. False when it was not asked or no plugin could tell."""
     watched = _watched(plane, job)
-    if watched is None:
-        return False
+    return watched is not None and _ask(plane, job, watched, rules)
+
+
+def _ask(plane: ControlPlane, job: Job, watched: _Watched, rules: LostJobRules) -> bool:
     now = plane.clock.now()
     heard = plane.store.last_heard(job.id) or watched.attempt.started_at
     if now - heard < rules.silent_after_s:
@@ -135,10 +137,12 @@ def assess(plane: ControlPlane, job: Job, *, rules: LostJobRules = RULES) -> Los
     """Where the job stands under the lost-job rules now; None when they do not apply (the job is
     not running, or runs on this machine, where liveness knows for certain)."""
     watched = _watched(plane, job)
-    if watched is None:
-        return None
+    return None if watched is None else _assess(plane, watched, rules)
+
+
+def _assess(plane: ControlPlane, watched: _Watched, rules: LostJobRules) -> LostAssessment:
     attempt = watched.attempt
-    heard = plane.store.last_heard(job.id) or attempt.started_at
+    heard = plane.store.last_heard(attempt.job_id) or attempt.started_at
     checks: list[ProviderCheck] = []
     deadline: float | None = None
     for _, event in watched.events:
@@ -173,21 +177,24 @@ def settle(
     A lost attempt leaves the job its last complete checkpoint (``suspended``: resume it
     elsewhere); a job with none is ``lost``.
     """
-    assessment = assess(plane, job, rules=rules)
-    if assessment is None or not assessment.silent:
-        return job
-    if ask_provider(plane, job, rules=rules):
-        assessment = assess(plane, job, rules=rules)
-        if assessment is None or not assessment.silent:
-            return job
-    watched = _watched(plane, job)
+    watched = _watched(plane, job)  # the job's events, read once (again after an answer)
     if watched is None:
         return job
+    assessment = _assess(plane, watched, rules)
+    if not assessment.silent:
+        return job
+    if _ask(plane, job, watched, rules):
+        watched = _watched(plane, job)  # the provider's answer is an event now
+        if watched is None:
+            return job
+        assessment = _assess(plane, watched, rules)
+        if not assessment.silent:
+            return job
     attempt, machine = watched.attempt, watched.machine
     if not assessment.lost:
         heard = plane.store.last_heard(job.id)
         stage = _stage(assessment)
-        if _last_silent_stage(plane, job) != (stage, heard):
+        if _last_silent_stage(watched.events) != (stage, heard):
             plane.record(job.id, "silent", assessment.waiting_for, stage=stage, last_heard=heard)
         return job
     now = plane.clock.now()
@@ -215,11 +222,11 @@ def settle(
     return plane.set_state(job.id, JobState.LOST)
 
 
-def _last_silent_stage(plane: ControlPlane, job: Job) -> tuple[str, float | None] | None:
+def _last_silent_stage(events: list[tuple[int, Event]]) -> tuple[str, float | None] | None:
     """What the last ``silent`` event said Portal waits for, and for which silence (the node's
     last-heard time), unless the node reported something since."""
     stage = None
-    for _, event in plane.store.events(job.id):
+    for _, event in events:
         if event.kind == "silent":
             stage = (str(event.data.get("stage")), event.data.get("last_heard"))
         elif event.kind != "machine-check":

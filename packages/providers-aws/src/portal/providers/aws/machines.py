@@ -34,8 +34,9 @@ _NOT_FOUND = frozenset({"InvalidInstanceID.NotFound"})
 EXTRA = "portal-providers-aws[api]"
 
 
-def _client(region: str | None, endpoint: str | None) -> Any:
-    """An EC2 client, or None (said once) where boto3 is not installed."""
+def _ec2(region: str | None, endpoint: str | None) -> Any:
+    """An EC2 client in ``region`` (else the one boto3 would use, else us-east-1: instance types
+    are alike in every region), or None (said once) where boto3 is not installed."""
     try:
         import boto3
         from botocore.config import Config
@@ -45,9 +46,8 @@ def _client(region: str | None, endpoint: str | None) -> Any:
     config = Config(
         connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"}
     )
-    return boto3.client(
-        "ec2", region_name=region or None, endpoint_url=endpoint or None, config=config
-    )
+    region = region or boto3.session.Session().region_name or "us-east-1"
+    return boto3.client("ec2", region_name=region, endpoint_url=endpoint or None, config=config)
 
 
 def instance_type_vcpus(
@@ -55,15 +55,13 @@ def instance_type_vcpus(
 ) -> int | None:
     """EC2's ``DefaultVCpus`` of instance type ``name``, or None when it cannot say (an unknown
     type, no credentials, no answer)."""
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        client = _client(region or _default_region(), endpoint)
-        if client is None:
-            return None
-        reply = client.describe_instance_types(InstanceTypes=[name])
-    except ImportError:
+    client = _ec2(region, endpoint)
+    if client is None:
         return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        reply = client.describe_instance_types(InstanceTypes=[name])
     except (ClientError, BotoCoreError, ValueError) as exc:
         log.warning("EC2 could not list instance type %s: %s", name, exc)
         return None
@@ -74,30 +72,16 @@ def instance_type_vcpus(
     return None
 
 
-def _default_region() -> str:
-    """The region boto3 would use (variables, profile), else us-east-1: instance types are the
-    same in every region that offers them."""
-    try:
-        import boto3
-
-        return boto3.session.Session().region_name or "us-east-1"
-    except Exception:
-        return "us-east-1"
-
-
 def instance_exists(
     instance_id: str, *, region: str | None, endpoint: str | None = None
 ) -> bool | None:
     """EC2's answer for ``instance_id`` in ``region``: True, False, or None (cannot tell)."""
-    try:
-        from botocore.exceptions import BotoCoreError, ClientError
-    except ImportError as exc:
-        sdk_missing(exc, api="EC2's API", extra=EXTRA)
+    client = _ec2(region, endpoint)
+    if client is None:
         return None
+    from botocore.exceptions import BotoCoreError, ClientError
+
     try:
-        client = _client(region, endpoint)
-        if client is None:
-            return None
         reply = client.describe_instances(InstanceIds=[instance_id])
     except ClientError as exc:
         code = str(exc.response.get("Error", {}).get("Code", ""))
