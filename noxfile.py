@@ -62,12 +62,20 @@ def _package_dir(package: str) -> Path:
     return ROOT / "packages" / package
 
 
+def _distribution(package: str) -> str:
+    """The distribution name a package folder publishes (``portal`` -> ``portal-spot``: the
+    plain names are other projects' on the package index)."""
+    project = tomllib.loads((_package_dir(package) / "pyproject.toml").read_text())["project"]
+    return str(project["name"])
+
+
 def _has_tests(path: Path) -> bool:
     return any(path.rglob("test_*.py"))
 
 
 def _workspace_deps(package: str) -> list[str]:
     """The workspace packages ``package`` depends on, transitively (installed editable)."""
+    folders = {_distribution(p): p for p in PACKAGES}
     found: list[str] = []
     todo = [package]
     while todo:
@@ -76,8 +84,8 @@ def _workspace_deps(package: str) -> list[str]:
         extras = project.get("optional-dependencies", {}).values()
         for requirement in [*project.get("dependencies", []), *(r for e in extras for r in e)]:
             name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0]
-            folder = name.removeprefix("portal-")
-            if folder in PACKAGES and folder not in found and folder != package:
+            folder = folders.get(name)
+            if folder is not None and folder not in found and folder != package:
                 found.append(folder)
                 todo.append(folder)
     return found
@@ -214,8 +222,8 @@ def lint(session: nox.Session) -> None:
     # deptry sees one `portal` namespace, so the first-party distributions it cannot map to a
     # portion are left to import-linter (typecheck session); fsspec loads s3fs, gcsfs and adlfs
     # by a URL's scheme, and uvicorn uses httptools when present: declared, never imported.
-    first_party = [f"portal-{p}" for p in PACKAGES if p not in ("portal", "bladekit")]
-    unimported = ["portal", "bladekit", *first_party, "s3fs", "gcsfs", "adlfs", "httptools"]
+    first_party = [_distribution(p) for p in PACKAGES]
+    unimported = [*first_party, "s3fs", "gcsfs", "adlfs", "httptools"]
     for package in PACKAGES:
         with session.chdir(_package_dir(package)):
             session.run(

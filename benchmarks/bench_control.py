@@ -10,7 +10,7 @@ Prints operations per second for each store and PostgreSQL's ratio to SQLite mea
 same run; then the same through the control-plane service (``portal server`` on 127.0.0.1 over
 each store, its client ``HttpControlStore``) and the service's ratio to its store. PostgreSQL is a throwaway server from Debian's package on 127.0.0.1 (``fsync=off``;
 SQLite runs WAL with ``synchronous=NORMAL``, which does not sync each commit either), so both
-measure the store's own work, not the disk. Needs ``portal[postgres]`` and ``postgresql``; the
+measure the store's own work, not the disk. Needs ``portal-spot[postgres]`` and ``postgresql``; the
 service rows need ``portal-server`` (skipped without it).
 """
 

@@ -1,4 +1,4 @@
-"""Import cost of portal-core and of the plugin manager, against the interpreter's own start-up
+"""Import cost of portal-spot-core and of the plugin manager, against the interpreter's own start-up
 measured in the same run. Run: ``python benchmarks/bench_import.py``.
 
 Each figure is the median over fresh interpreters (``-X importtime`` would add its own cost):

@@ -41,7 +41,7 @@ def test_plugins_lists_what_each_registers(portal: PortalCli) -> None:
     assert kinds[("storage backend", "fsspec")] == "portal-storage"
     assert kinds[("placement policy", "spot")] == "portal-policies"
     # A plugin that answers a question rather than registers: the simulated cloud's machine check.
-    assert kinds[("machine check", "simulated")] == "portal"
+    assert kinds[("machine check", "simulated")] == "portal-spot"
     # The settings a plugin declares (portal config set takes them), with their owner.
     assert kinds[("setting", "aws.metadata_endpoint")] == "portal-providers-aws"
     assert kinds[("setting", "sigterm.grace_s")] == "portal-providers-base"

@@ -57,7 +57,7 @@ def pg() -> Iterator[PostgresServer]:
     try:
         import psycopg  # noqa: F401
     except ImportError:
-        _unavailable("psycopg is not installed: pip install 'portal[postgres]'")
+        _unavailable("psycopg is not installed: pip install 'portal-spot[postgres]'")
     try:
         server_cm = postgres_server()
         server = server_cm.__enter__()
@@ -522,7 +522,7 @@ def test_a_missing_driver_says_what_to_install() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
-    assert "pip install 'portal[postgres]'" in done.stderr
+    assert "pip install 'portal-spot[postgres]'" in done.stderr
 
 
 # --- choosing the store -----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The fsspec backend passes portal-core's StorageBackendContract on every scheme we ship."""
+"""The fsspec backend passes portal-spot-core's StorageBackendContract on every scheme we ship."""
 
 from __future__ import annotations
 

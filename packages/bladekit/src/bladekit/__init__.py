@@ -1,4 +1,5 @@
-"""bladekit: run Python functions and classes on interruptible GPUs that checkpoint and resume.
+"""bladekit (the distribution portal-bladekit): run Python functions and classes on
+interruptible GPUs that checkpoint and resume.
 
 ::
 

@@ -1,7 +1,7 @@
-"""The engine's one door to portal-core's plugins: serializer reducers and capture extensions.
+"""The engine's one door to portal-spot-core's plugins: serializer reducers and capture extensions.
 
 Everything else in the engine takes these as plain arguments (a dict of reducers, a list of
-extensions), so it is testable without a plugin manager. If portal-core is not importable (a
+extensions), so it is testable without a plugin manager. If portal-spot-core is not importable (a
 bare checkout), the engine runs with no extra reducers and no extensions.
 """
 

@@ -1,4 +1,4 @@
-"""portal-capture's built-in capture plugins, registered through portal-core's hooks exactly as a
+"""portal-capture's built-in capture plugins, registered through portal-spot-core's hooks exactly as a
 third-party plugin would be (entry point ``capture`` in the ``portal`` group).
 
 Building the specs imports no library: each family names its modules in ``modules=`` (and its

@@ -219,7 +219,7 @@ def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("portal")
+        return version("portal-spot")
     except PackageNotFoundError:
         return "(not installed)"
 

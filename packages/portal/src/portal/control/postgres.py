@@ -19,7 +19,7 @@ The schema is created by numbered migrations (:data:`MIGRATIONS`) recorded in
 ``schema_migrations``; opening the store applies the missing ones under an advisory lock, so
 processes opening a fresh database at the same moment apply each step exactly once.
 
-psycopg (3) is imported lazily: it is the optional extra ``portal[postgres]``.
+psycopg (3) is imported lazily: it is the optional extra ``portal-spot[postgres]``.
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ def _import_psycopg() -> Any:
     except ImportError:
         raise ControlDatabaseError(
             "PORTAL_CONTROL_DB names a PostgreSQL server, but the PostgreSQL driver (psycopg) is "
-            "not installed: pip install 'portal[postgres]', or set PORTAL_CONTROL_DB=sqlite for "
+            "not installed: pip install 'portal-spot[postgres]', or set PORTAL_CONTROL_DB=sqlite for "
             "the embedded store",
             details={"package": "psycopg"},
         ) from None

@@ -5,7 +5,7 @@ A control-plane service (``PORTAL_CONTROL_PLANE``, or ``control_plane`` in
 ``PORTAL_HOME/config.toml``) wins: its records live in ``portal server``, reached over HTTP.
 Otherwise ``sqlite`` (the default) is the embedded file ``PORTAL_HOME/portal.db``, and a
 ``postgresql://`` URL a PostgreSQL server shared by many machines (the optional extra
-``portal[postgres]``).
+``portal-spot[postgres]``).
 """
 
 from __future__ import annotations

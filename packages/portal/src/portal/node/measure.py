@@ -2,7 +2,7 @@
 
 Resident memory is read from ``/proc`` (the process's ``VmRSS``). GPU memory joins it where
 NVIDIA's management library answers (``nvidia-ml-py``, the ``gpu`` extra: ``pip install
-'portal[gpu]'``): the device memory each GPU's driver has given the job's processes, read from
+'portal-spot[gpu]'``): the device memory each GPU's driver has given the job's processes, read from
 outside them, as ``nvidia-smi`` reads it (the job's own allocator cache included: what the
 process holds is what a move must find room for). On a machine without NVIDIA's driver or the
 library the figure is the resident memory alone. It overstates a checkpoint either way, which is

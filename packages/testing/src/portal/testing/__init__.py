@@ -1,5 +1,5 @@
 """Test helpers for Portal and for plugin authors (``pip install portal-testing``, released in
-lockstep with portal-core).
+lockstep with portal-spot-core).
 
 Subclass the contract classes in your own test suite (name the subclass ``Test...``), implement
 their factory methods, and pytest runs the whole contract against your plugin::

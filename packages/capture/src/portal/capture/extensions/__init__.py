@@ -1,7 +1,7 @@
 """Built-in capture extensions: process-level state that lives outside the program's frames and
 globals, so the one pickle of a checkpoint would not carry it on its own.
 
-Each family is a small module with a ``specs()`` function returning portal-core spec objects;
+Each family is a small module with a ``specs()`` function returning portal-spot-core spec objects;
 :mod:`portal.capture.plugin` registers them through the ``portal`` hooks exactly as a
 third-party plugin would. A family whose library the program never imported costs nothing: its
 spec names the library in ``modules=`` and the engine skips it at checkpoint time, and its

@@ -9,7 +9,7 @@
 - :mod:`~portal.providers.base.registration`: ``provider_specs``, lazy registration;
 - :mod:`~portal.providers.base.testing`: the loopback HTTP fake provider fakes are built on.
 
-Importing this package is light (standard library and portal-core only).
+Importing this package is light (standard library and portal-spot-core only).
 """
 
 __all__: list[str] = []

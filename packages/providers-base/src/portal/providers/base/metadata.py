@@ -1,6 +1,6 @@
 """The HTTP client every metadata notice source talks through, its answers and its one error.
 
-Standard library only (and attrs, which portal-core brings): importing it costs nothing heavy.
+Standard library only (and attrs, which portal-spot-core brings): importing it costs nothing heavy.
 
 Why not urllib: it honours ``HTTP_PROXY`` (Azure rejects proxied requests, and a proxy must never
 see metadata), opens a connection per request (polling once a second should not), and its
