@@ -39,9 +39,16 @@ def on_demand(machine: MachineType, region: str = "us-east-1", price: float = 0.
     )
 
 
-def job(memory_gib: float | None = None, job_id: str = "job-1") -> Job:
+def job(
+    memory_gib: float | None = None, job_id: str = "job-1", state_gib: float | None = None
+) -> Job:
     return Job(
-        id=job_id, script="train.py", workdir="/tmp/w", created_at=0.0, memory_gib=memory_gib
+        id=job_id,
+        script="train.py",
+        workdir="/tmp/w",
+        created_at=0.0,
+        memory_gib=memory_gib,
+        state_gib=state_gib,
     )
 
 

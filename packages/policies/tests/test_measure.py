@@ -46,13 +46,15 @@ def test_the_checks_walk_is_a_checkpoint_figure_named_as_such() -> None:
     assert choose([walk, rehearsal]).figure == "the check's rehearsal"  # type: ignore[union-attr]
 
 
-def test_measure_job_falls_back_to_what_it_asked_for() -> None:
-    assert measure_job(job(memory_gib=2), None) == StateMeasure(
+def test_measure_job_falls_back_to_its_state_guess() -> None:
+    assert measure_job(job(state_gib=2), None) == StateMeasure(
         bytes=2 * 2**30, figure="what it asked for"
     )
     assert measure_job(job(), None) is None
+    # --memory is the machine's memory, never a size of the state
+    assert measure_job(job(memory_gib=64), None) is None
     given = StateMeasure(bytes=5, figure="its checkpoint as stored")
-    assert measure_job(job(memory_gib=2), given) is given
+    assert measure_job(job(state_gib=2), given) is given
 
 
 def test_resident_memory_needs_a_quarter_over() -> None:
@@ -63,8 +65,8 @@ def test_resident_memory_needs_a_quarter_over() -> None:
 def test_negative_sizes_are_refused() -> None:
     with pytest.raises(InvalidArgumentError, match="never negative"):
         StateSample(figure=Figure.REHEARSAL, bytes=-1)
-    with pytest.raises(InvalidArgumentError, match="job job-1 asks for -1"):
-        measure_job(job(memory_gib=-1), None)
+    with pytest.raises(InvalidArgumentError, match="job job-1 guesses its state at -1"):
+        measure_job(job(state_gib=-1), None)
 
 
 def test_an_unnamed_figure_is_refused_with_the_names() -> None:

@@ -139,7 +139,7 @@ def test_a_reclaimed_pool_is_listed_under_d5_with_when_it_is_back() -> None:
 
 def test_a_state_that_is_not_measured_is_said_so() -> None:
     plan = Planner(bounds()).plan(job(), mixed_offers(), PlacementContext())
-    assert plan.lines[1].startswith("D2 state: not measured, and the job asked for no memory")
+    assert plan.lines[1].startswith("D2 state: not measured, and no --state-gib guess")
 
 
 @pytest.mark.parametrize(

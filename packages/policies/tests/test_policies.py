@@ -93,13 +93,13 @@ def test_spot_leaves_out_offers_whose_notice_cannot_save_the_checkpoint() -> Non
 
 def test_a_new_job_asking_for_more_is_placed_on_spot_with_a_warning() -> None:
     decisions = SpotPolicy({"bounds": bounds()}).evaluate(
-        job(memory_gib=12), [spot(C7I_LARGE), on_demand(C7I_LARGE)], ctx()
+        job(state_gib=12), [spot(C7I_LARGE), on_demand(C7I_LARGE)], ctx()
     )
     assert [d.verdict for d in decisions] == [Verdict.USE, Verdict.WARN, Verdict.USE]
     assert decisions[1].reason == (
         "spot aws c7i.large (us-east-1) used with a warning: this job's state (12.9 GB, what it "
-        "asked for) exceeds what its 120 s notice can save (about 7.9 GB); what a new job asks "
-        "for is a guess, so its measured state will decide once Portal has one"
+        "asked for) exceeds what its 120 s notice can save (about 7.9 GB); a new job's "
+        "--state-gib is a guess, so its measured state will decide once Portal has one"
     )
 
 
@@ -248,7 +248,7 @@ def test_the_spot_policy_watches_running_jobs_through_the_capability_protocol() 
 def test_what_a_running_job_asked_for_never_moves_it() -> None:
     current = spot(C7I_LARGE)
     decisions = SpotPolicy({"bounds": bounds()}).evaluate(
-        job(memory_gib=64), [current, on_demand(R7I_4XL)], ctx(current_offer=current)
+        job(state_gib=64), [current, on_demand(R7I_4XL)], ctx(current_offer=current)
     )
     assert not by_verdict(decisions, Verdict.PROVISION)
 

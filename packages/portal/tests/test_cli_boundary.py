@@ -126,6 +126,8 @@ _ARG = _TEXT | st.sampled_from(
         "--json",
         "--name",
         "--memory",
+        "--state-gib",
+        "--spot-only",
         "--checkpoint",
         "--checkpoint-every",
         "--on",

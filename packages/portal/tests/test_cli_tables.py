@@ -4,8 +4,19 @@ flags that contradict each other refused."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 from conftest import PortalCli
+
+from portal.core import units
+
+
+def _documented_keys(heading: str) -> set[str]:
+    """The keys docs/cli-json.md's table under ``heading`` lists (its first column)."""
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "cli-json.md").read_text()
+    section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE))
 
 
 def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
@@ -18,10 +29,38 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     assert row["job"] == job and row["name"] == "twice" and row["state"] == "done"
     assert (row["attempts"], row["recoveries"], row["machine"]) == (2, 1, "local")
     assert row["script"] == "count.py" and row["created_at"] > 0
+    assert row["started_at"] >= row["created_at"] and row["ended_at"] >= row["started_at"]
+    assert row["duration_s"] == row["ended_at"] - row["started_at"]
+    last = row["last_checkpoint"]
+    assert last["id"] and last["bytes"] > 0 and last["created_at"] >= row["started_at"]
+    checkpoint = json.loads(portal("status", "--json", job).stdout)["last_checkpoint"]
+    assert (last["id"], last["bytes"]) == (checkpoint["id"], checkpoint["bytes"])
+    assert set(row) == _documented_keys("## `portal jobs --json`")
     header, line = portal("jobs").stdout.splitlines()
-    assert header.split() == ["JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE"]
-    assert line.split()[:8] == [job, "twice", "done", "2", "(1", "resumed)", "local", "count.py"]
-    assert line.split()[-1][-1] in "smhd"
+    assert "\x1b" not in header + line  # no colour into a pipe
+    assert header.split() == [
+        "JOB",
+        "NAME",
+        "SUBMITTED",
+        "DURATION",
+        "STATE",
+        "MACHINE",
+        "ATTEMPTS",
+        "LAST",
+        "CHECKPOINT",
+        "CARRY",
+        "SCRIPT",
+    ]
+    cells = line.split()
+    assert cells[:2] == [job, "twice"]
+    assert re.fullmatch(r"\d+[smhd]", cells[2]) and cells[3] == "ago"
+    assert re.fullmatch(r"(\d+[dhm])?\d+[dhms]", cells[4])
+    assert cells[5:10] == ["done", "local", "2", "(1", "resumed)"]
+    number, unit = units.size(last["bytes"]).split()
+    assert cells[10:12] == [number, f"{unit},"]
+    assert re.fullmatch(r"\d+[smhd]", cells[12]) and cells[13] == "ago"
+    assert cells[14:] == [row["carry"] or "-", "count.py"]
+    assert header.index("STATE") == line.index("done")  # columns aligned under their heads
     assert portal("status").stdout.splitlines()[0] == header  # no job: every job's row
     assert json.loads(portal("status", "--json").stdout) == [row]
     explained = json.loads(portal("explain", "--json", "twice").stdout)
@@ -60,3 +99,55 @@ def test_version_and_contradictions(portal: PortalCli) -> None:
     placed = portal("run", "--on", "spot:c7i.large", "count.py")
     assert placed.returncode == 64
     assert "Run it here without --on: `portal run count.py`" in placed.stderr  # no job to resume
+
+
+def _on_a_terminal(portal: PortalCli, *args: str, **env: str) -> str:
+    """What ``portal ARGS`` writes to a terminal (a pseudo-terminal as its stdout)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "portal.cli", *args],
+            cwd=portal.workdir,
+            env={**portal.env, "TERM": "xterm-256color", "COLUMNS": "200", **env},
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        os.close(follower)
+        follower = -1
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed: all is read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+
+
+#: An SGR colour: a foreground or background of the 8/16 colours, or a 256/true colour.
+_COLOUR = re.compile(r"\x1b\[(?:[0-9;]*;)?(?:3[0-8]|4[0-8]|9[0-7]|10[0-7])(?:;[0-9;]*)?m")
+
+
+def test_colour_on_a_terminal_only_and_never_with_no_color(portal: PortalCli) -> None:
+    assert portal("run", "--name", "broke", "exits.py", "3").returncode == 3
+    coloured = _on_a_terminal(portal, "jobs")
+    assert _COLOUR.search(coloured), coloured  # a failed job's state, in red
+    plain = _on_a_terminal(portal, "jobs", NO_COLOR="1")
+    assert not _COLOUR.search(plain), plain
+    assert "failed" in plain
+    piped = portal("jobs").stdout
+    assert "\x1b" not in piped

@@ -132,6 +132,7 @@ def make_job(job_id: str = "j-0000000001", name: str | None = None, at: float = 
         workdir="/w",
         created_at=at,
         memory_gib=2.5,
+        state_gib=1.5,
     )
 
 
@@ -264,6 +265,30 @@ def test_a_database_of_an_older_portal_takes_report_ids(tmp_path: Path) -> None:
         seq = store.append_event(attrs.evolve(event("j-a", "new"), id="r-1"))
         assert store.append_event(attrs.evolve(event("j-a", "new"), id="r-1")) == seq
         assert [e.message for _, e in store.events("j-a")] == ["kept", "new"]
+    finally:
+        store.close()
+
+
+def test_a_database_of_an_older_portal_takes_state_guesses(tmp_path: Path) -> None:
+    """A SQLite file made before --state-gib was apart from --memory: its jobs stay, with no
+    guess, and a new job keeps one."""
+    path = tmp_path / "portal.db"
+    store = SqliteControlStore(path)
+    store.close()
+    with contextlib.closing(sqlite3.connect(path)) as old:  # as the older Portal left it
+        old.executescript(
+            "DROP TABLE jobs; CREATE TABLE jobs (id TEXT PRIMARY KEY, name TEXT UNIQUE,"
+            " script TEXT NOT NULL, args TEXT NOT NULL, workdir TEXT NOT NULL,"
+            " created_at REAL NOT NULL, state TEXT NOT NULL, memory_gib REAL, last_heard REAL);"
+            " INSERT INTO jobs (id, script, args, workdir, created_at, state, memory_gib)"
+            " VALUES ('j-old', 'train.py', '[]', '/w', 1.0, 'running', 8.0);"
+            " PRAGMA user_version = 0;"
+        )
+    store = SqliteControlStore(path)
+    try:
+        kept = store.get_job("j-old")
+        assert (kept.memory_gib, kept.state_gib) == (8.0, None)
+        assert store.get_job(store.create_job(make_job("j-new")).id).state_gib == 1.5
     finally:
         store.close()
 

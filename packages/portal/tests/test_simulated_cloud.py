@@ -350,9 +350,30 @@ def test_a_job_that_outgrows_its_spot_notice_is_moved_to_on_demand(sim: Sim) -> 
     assert sim("logs", "g").stdout == expected
 
 
+def test_memory_is_the_machines_memory_never_a_guess_of_the_state(sim: Sim) -> None:
+    """``--memory 8`` keeps every machine with less out (named on D4) and sizes no state: a
+    spot offer is not warned about an 8 GiB state the job never said it has."""
+    plan = sim("run", "--memory", "8", "--plan", "held.py", "3", "4")
+    assert plan.returncode == 0, plan.stderr
+    lines = plan.stdout.splitlines()
+    assert "what it asked for" not in plan.stdout
+    (d4,) = [line for line in lines if line.startswith("D4 ")]
+    assert "--memory 8:" in d4, d4
+    chosen = lines[-1]
+    assert chosen.startswith("D8 choice: "), chosen
+    type_name = chosen.split()[4]  # D8 choice: spot gcp e2-standard-2 ...
+    from portal.policies.simulated import SimulatedCloud
+
+    memory = {t.name: t.memory_gib for t in SimulatedCloud.bundled().machine_types()}
+    assert memory.get(type_name, 0) >= 8, (type_name, chosen)
+    both = sim("resume", "nothing", "--no-spot", "--spot-only")
+    assert both.returncode == 64
+    assert "--no-spot and --spot-only ask for opposite machines: give one of them" in both.stderr
+
+
 def test_a_new_job_is_placed_by_what_it_asks_for_with_one_warning(sim: Sim) -> None:
     expected = sim.plain("held.py", "3", "4")
-    plan = sim("run", "--memory", "1", "--plan", "held.py", "3", "4")
+    plan = sim("run", "--state-gib", "1", "--plan", "held.py", "3", "4")
     assert plan.returncode == 0, plan.stderr
     lines = plan.stdout.splitlines()
     assert lines[1] == (
@@ -366,7 +387,7 @@ def test_a_new_job_is_placed_by_what_it_asks_for_with_one_warning(sim: Sim) -> N
     assert "held.py" not in sim("jobs").stdout  # --plan starts nothing
     sim.env["PORTAL_CAPTURE_PROBE"] = "full"  # the job's own setting: the plan says its limit
     try:
-        full = sim("run", "--memory", "1", "--plan", "held.py", "3", "4").stdout.splitlines()
+        full = sim("run", "--state-gib", "1", "--plan", "held.py", "3", "4").stdout.splitlines()
     finally:
         del sim.env["PORTAL_CAPTURE_PROBE"]
     assert full[1:-1] == lines[1:]  # line 0 names the draft job's id
@@ -376,13 +397,13 @@ def test_a_new_job_is_placed_by_what_it_asks_for_with_one_warning(sim: Sim) -> N
         "real checkpoint cannot be cut short"
     )
 
-    done = sim("run", "--memory", "1", "--name", "n", "held.py", "3", "4")
+    done = sim("run", "--state-gib", "1", "--name", "n", "held.py", "3", "4")
     assert done.returncode == 0, done.stderr
     assert done.stdout == expected
     warning = (
         "spot gcp e2-standard-2 (us-central1) used with a warning: this job's state (1.1 GB, "
-        "what it asked for) exceeds what its 30 s notice can save (about 1.1 kB); what a new job "
-        "asks for is a guess, so its measured state will decide once Portal has one"
+        "what it asked for) exceeds what its 30 s notice can save (about 1.1 kB); a new job's "
+        "--state-gib is a guess, so its measured state will decide once Portal has one"
     )
     assert [line for line in done.stderr.splitlines() if "warning" in line] == [
         f"portal: warning: {warning}"

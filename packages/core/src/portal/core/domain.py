@@ -150,7 +150,10 @@ class Job:
     workdir: str = attrs.field(validator=attrs.validators.min_len(1))
     created_at: float = attrs.field(validator=_non_negative)
     state: JobState = attrs.field(default=JobState.RUNNING, converter=JobState)
-    memory_gib: float | None = None  # what the job asked for, if anything
+    #: The machine memory the job asks for (``--memory``): a machine with less never runs it.
+    memory_gib: float | None = None
+    #: The user's guess of its state's size (``--state-gib``), used until a figure is measured.
+    state_gib: float | None = None
 
 
 class AttemptState(enum.StrEnum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["clock", "rate", "size"]
+__all__ = ["age", "clock", "duration", "rate", "size"]
 
 _UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 
@@ -34,3 +34,26 @@ def clock(at: float) -> str:
     """A moment as ``14:05:03 UTC``: the node, the control plane and the user may be in three
     time zones, and a deadline must read the same on each of them."""
     return time.strftime("%H:%M:%S UTC", time.gmtime(at))
+
+
+def age(seconds: float) -> str:
+    """How long ago, in one unit: ``45s``, ``12m``, ``3h``, ``2d`` (a table's column, where a
+    second unit would only make the rows harder to compare)."""
+    for unit, span in (("d", 86_400), ("h", 3_600), ("m", 60)):
+        if seconds >= span:
+            return f"{int(seconds // span)}{unit}"
+    return f"{max(0, int(seconds))}s"
+
+
+def duration(seconds: float) -> str:
+    """How long, in at most two units: ``45s``, ``12m30s``, ``1h30m``, ``2d3h`` (the form
+    ``--checkpoint-every`` and ``portal token create --expires`` read back)."""
+    whole = max(0, int(seconds))
+    parts: list[str] = []
+    for unit, span in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
+        if whole >= span or (unit == "s" and not parts):
+            parts.append(f"{whole // span}{unit}")
+            whole %= span
+        if len(parts) == 2:
+            break
+    return "".join(parts)

@@ -115,19 +115,21 @@ def choose(samples: Iterable[StateSample]) -> StateMeasure | None:
 
 
 def measure_job(job: Job, state: StateMeasure | None) -> StateMeasure | None:
-    """The measure a policy uses: the context's, else what the job asked for, else none."""
+    """The measure a policy uses: the context's, else the job's own guess of its state's size
+    (``--state-gib``), else none. ``--memory`` is the machine's memory the job asks for, not a
+    size of its state: it bounds which machines run it (:func:`portal.policies.screen.fits`)."""
     if state is not None:
         figure_of(state)  # refuse an unnamed figure early, with the list of names
         return state
-    if job.memory_gib is None:
+    if job.state_gib is None:
         return None
-    if job.memory_gib < 0:
+    if job.state_gib < 0:
         raise InvalidArgumentError(
-            f"job {job.id} asks for {job.memory_gib!r} GiB of memory; a size is never negative. "
-            "Fix the job's memory request",
-            details={"job": job.id, "memory_gib": job.memory_gib},
+            f"job {job.id} guesses its state at {job.state_gib!r} GiB; a size is never "
+            "negative. Fix the job's --state-gib",
+            details={"job": job.id, "state_gib": job.state_gib},
         )
-    return StateMeasure(bytes=math.ceil(job.memory_gib * GIB), figure=str(Figure.ASKED_FOR))
+    return StateMeasure(bytes=math.ceil(job.state_gib * GIB), figure=str(Figure.ASKED_FOR))
 
 
 def figure_of(measure: StateMeasure) -> Figure:

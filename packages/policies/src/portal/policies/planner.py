@@ -140,7 +140,8 @@ class Planner:
         screen = Screen(self.bounds, context, options, measure)
         lines = [self._d1(job, request), f"D2 state: {self._d2(measure)}", self._d3(offers)]
 
-        filtered, dropped, counts = self._filters(offers, request, screen, job.memory_gib)
+        memory_gib = request.memory_gib if request.memory_gib is not None else job.memory_gib
+        filtered, dropped, counts = self._filters(offers, request, screen, memory_gib)
         lines.append(self._d4(counts, len(offers)))
 
         results = [screen.one(s.offer) for s in filtered]
@@ -263,7 +264,7 @@ class Planner:
     def _d2(measure: StateMeasure | None) -> str:
         if measure is None:
             return (
-                "not measured, and the job asked for no memory: spot offers are not checked "
+                "not measured, and no --state-gib guess: spot offers are not checked "
                 "against what their notice can save"
             )
         return wording.growth_note(measure)

@@ -141,6 +141,8 @@ class PlacementRequest:
     gpu: str | None = None
     no_spot: bool = False
     spot_only: bool = False
+    #: ``--memory`` given with this command (else the job's own): the least machine memory.
+    memory_gib: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.no_spot and self.spot_only:
@@ -160,6 +162,7 @@ class PlacementRequest:
         gpu: str | None = None,
         no_spot: bool = False,
         spot_only: bool = False,
+        memory_gib: float | None = None,
     ) -> PlacementRequest:
         """As the CLI builds it from its flags (``on`` is parsed here, so errors come early)."""
         return cls(
@@ -168,6 +171,7 @@ class PlacementRequest:
             gpu=gpu,
             no_spot=no_spot,
             spot_only=spot_only,
+            memory_gib=memory_gib,
         )
 
     def flags(self) -> str:
@@ -181,4 +185,6 @@ class PlacementRequest:
             words.append("--no-spot")
         if self.spot_only:
             words.append("(spot only)")
+        if self.memory_gib is not None:
+            words.append(f"--memory {self.memory_gib:g}")
         return " ".join(words)

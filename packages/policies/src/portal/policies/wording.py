@@ -82,8 +82,8 @@ def pinned_over(offer: Offer, spec: str, measure: StateMeasure, bound: Bound) ->
 
 def asked_over(offer: Offer, measure: StateMeasure, bound: Bound) -> str:
     return (
-        f"{offer.describe()} used with a warning: {exceeds(measure, bound)}; what a new job asks "
-        "for is a guess, so its measured state will decide once Portal has one"
+        f"{offer.describe()} used with a warning: {exceeds(measure, bound)}; a new job's "
+        "--state-gib is a guess, so its measured state will decide once Portal has one"
     )
 
 

@@ -72,12 +72,24 @@ class Cli:
                 "--no-spot and --spot-only ask for opposite machines: give one of them"
             )
         placement = Placement(self)
-        placing = (options.memory, options.on, options.no_spot, options.spot_only, options.plan)
+        placing = (
+            options.memory,
+            options.state_gib,
+            options.gpu,
+            options.on,
+            options.no_spot,
+            options.spot_only,
+            options.plan,
+        )
         if placement.enabled and any(placing):
             # Placed on the cloud's offers when asked to be; otherwise it starts here, and the
             # offers count from its first resume or move.
             return placement.run(options, str(Path.cwd().resolve()))
-        for flag, given in (("--on", options.on), ("--spot-only", options.spot_only)):
+        for flag, given in (
+            (f"--on {options.on}", options.on),
+            (f"--gpu {options.gpu}", options.gpu),
+            ("--spot-only", options.spot_only),
+        ):
             if given:
                 raise local_only(flag, "", script=options.script)
         if options.plan:
@@ -89,6 +101,7 @@ class Cli:
             workdir=Path.cwd(),
             name=options.name,
             memory_gib=options.memory,
+            state_gib=options.state_gib,
         )
         try:
             self.store.create_job_key(job.id)
@@ -106,11 +119,21 @@ class Cli:
         return self.follow(job, attempt)
 
     def resume(self, options: argparse.Namespace) -> int:
+        if options.no_spot and options.spot_only:
+            raise InvalidArgumentError(
+                "--no-spot and --spot-only ask for opposite machines: give one of them"
+            )
         job = self.job(options.job)
         placement = Placement(self)
-        if (options.gpu or options.on) and not placement.enabled:
-            what = f"--gpu {options.gpu}" if options.gpu else f"--on {options.on}"
-            raise local_only(what, options.job)
+        if not placement.enabled:
+            for flag, given in (
+                (f"--gpu {options.gpu}", options.gpu),
+                (f"--on {options.on}", options.on),
+                (f"--memory {options.memory:g}" if options.memory else "", options.memory),
+                ("--spot-only", options.spot_only),
+            ):
+                if given:
+                    raise local_only(flag, options.job)
         if options.workdir is not None and placement.enabled:
             raise InvalidArgumentError(
                 f"--workdir {options.workdir}: a simulated machine runs the job in a directory of "
@@ -419,45 +442,52 @@ class Cli:
         return 0
 
     def jobs(self, options: argparse.Namespace) -> int:
-        """``portal jobs [--json]``: every job, oldest first, with its age, its attempts (and
-        how many were recoveries), where its last attempt ran and its script."""
-        now = self.plane.clock.now()
-        listed: list[dict[str, Any]] = []
-        for job in self.plane.store.list_jobs():
-            attempts = self.plane.store.attempts(job.id)
-            listed.append(
-                {
-                    "job": job.id,
-                    "name": job.name,
-                    "state": str(job.state),
-                    "created_at": job.created_at,
-                    "attempts": len(attempts),
-                    "recoveries": sum(a.resumed_from is not None for a in attempts),
-                    "machine": attempts[-1].machine if attempts else None,
-                    "script": job.script,
-                }
-            )
+        """``portal jobs [--json]``: every job, oldest first: when it was submitted, how long it
+        has run, its state, where its last attempt ran, its attempts (and how many were
+        recoveries), its last checkpoint (size, age), the checkpoint check's verdict, its script.
+        ``--json``: the same rows as objects (schema in docs/cli-json.md)."""
+        listed = self.views.jobs()
         if options.json:
             print(json.dumps(listed, indent=2))
             return 0
-        # The age last: it changes by the second and must not shift the other columns.
-        rows = [("JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE")]
+        from portal.cli.table import STATE_STYLES, print_table
+
+        now = self.plane.clock.now()
+        headers = (
+            "JOB",
+            "NAME",
+            "SUBMITTED",
+            "DURATION",
+            "STATE",
+            "MACHINE",
+            "ATTEMPTS",
+            "LAST CHECKPOINT",
+            "CARRY",
+            "SCRIPT",
+        )
+        rows = []
         for j in listed:
+            last = j["last_checkpoint"]
+            checkpoint = "-"
+            if last is not None:
+                size = units.size(last["bytes"]) if last["bytes"] is not None else "?"
+                checkpoint = f"{size}, {units.age(now - last['created_at'])} ago"
             rows.append(
                 (
                     j["job"],
                     j["name"] or "-",
+                    f"{units.age(now - j['created_at'])} ago",
+                    "-" if j["duration_s"] is None else units.duration(j["duration_s"]),
                     j["state"],
+                    j["machine"] or "-",
                     f"{j['attempts']}"
                     + (f" ({j['recoveries']} resumed)" if j["recoveries"] else ""),
-                    j["machine"] or "-",
+                    checkpoint,
+                    j["carry"] or "-",
                     j["script"],
-                    _age(now - j["created_at"]),
                 )
             )
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print_table(headers, rows, styles={4: STATE_STYLES})
         return 0
 
     def plugins(self, options: argparse.Namespace) -> int:
@@ -582,14 +612,6 @@ class _Tail:
             stream.flush()
             stream.buffer.write(data)
             stream.buffer.flush()
-
-
-def _age(seconds: float) -> str:
-    """``45s``, ``12m``, ``3h``, ``2d``: how long ago, in one unit."""
-    for unit, size in (("d", 86_400), ("h", 3_600), ("m", 60)):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit}"
-    return f"{max(0, int(seconds))}s"
 
 
 def _interactive() -> bool:

@@ -46,7 +46,8 @@ _CHECKPOINT_EVERY_FLAG: tuple[tuple[str, ...], dict[str, Any]] = (
 
 
 def _memory_gib(text: str) -> float:
-    """``--memory``: a positive number of GiB (argparse reports the refusal as a usage error)."""
+    """``--memory`` and ``--state-gib``: a positive number of GiB (argparse reports the refusal
+    as a usage error)."""
     try:
         value = float(text)
     except ValueError:
@@ -54,6 +55,53 @@ def _memory_gib(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a number of GiB above 0, not {text!r}")
     return value
+
+
+def _placement_flags(command: argparse.ArgumentParser, *, new_job: bool) -> None:
+    """The flags that place a job, the same on ``run`` and ``resume`` (a resume re-places it).
+
+    ``--memory`` is the machine's memory, as people read it; the size of the job's state, what a
+    spot notice must save, is measured by Portal, and only a new job's guess of it is a flag of
+    its own (``--state-gib``, ``run`` only: a resume measures its checkpoint)."""
+    command.add_argument(
+        "--memory",
+        type=_memory_gib,
+        metavar="GIB",
+        help="the machine memory the job needs, in GiB: a machine with less is never chosen "
+        "(with a cloud's offers). e.g. --memory 16",
+    )
+    if new_job:
+        command.add_argument(
+            "--state-gib",
+            type=_memory_gib,
+            metavar="GIB",
+            help="your guess of the job's state (what a checkpoint holds), in GiB, used until "
+            "Portal measures it: a spot offer whose notice cannot save it is used with a "
+            "warning. e.g. --state-gib 6",
+        )
+    command.add_argument(
+        "--gpu", metavar="MODEL", help="machines with this GPU model only. e.g. --gpu L4"
+    )
+    command.add_argument(
+        "--on",
+        metavar="SPEC",
+        help="an exact offer or a kind (with a cloud's offers). e.g. --on spot:c7i.large",
+    )
+    command.add_argument(
+        "--no-spot", action="store_true", help="on-demand machines only. e.g. --no-spot"
+    )
+    command.add_argument(
+        "--spot-only",
+        action="store_true",
+        help="spot machines only"
+        + (", now and at every resume" if new_job else " (kept for later resumes)")
+        + ". e.g. --spot-only",
+    )
+    command.add_argument(
+        "--plan",
+        action="store_true",
+        help="show where it would run, with every offer's verdict; do nothing. e.g. --plan",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,28 +124,16 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run SCRIPT as a job")
     run.add_argument("--detach", action="store_true", help="print the job id and return")
     run.add_argument("--name", help="a unique name to refer to the job by")
-    run.add_argument(
-        "--memory",
-        type=_memory_gib,
-        metavar="GIB",
-        help="the memory the job asks for, in GiB (sizes a new job's placement until measured)",
-    )
-    run.add_argument("--on", metavar="SPEC", help="an exact offer or kind (with a cloud's offers)")
-    run.add_argument("--no-spot", action="store_true", help="on-demand machines only")
-    run.add_argument(
-        "--spot-only", action="store_true", help="spot machines only, now and at every resume"
-    )
-    run.add_argument("--plan", action="store_true", help="show where it would run; do nothing")
+    _placement_flags(run, new_job=True)
     run.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
     resume = sub.add_parser("resume", help="continue a suspended job from its last checkpoint")
     resume.add_argument("job", metavar="JOB")
-    resume.add_argument("--detach", action="store_true")
-    resume.add_argument("--gpu", metavar="G")
-    resume.add_argument("--on", metavar="SPEC")
-    resume.add_argument("--no-spot", action="store_true")
-    resume.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
+    resume.add_argument(
+        "--detach", action="store_true", help="print the job id and return. e.g. --detach"
+    )
+    _placement_flags(resume, new_job=False)
     resume.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
     resume.add_argument(
         "--checkpoint",

@@ -9,10 +9,10 @@ rehearsal, else its resident memory now), the pools that reclaimed a machine in 
 in for the node's measured ones. The plan's events (``spot aws c7i.large (us-east-1) skipped:
 ...``) go to the job's log; ``--plan`` prints its D lines and changes nothing.
 
-A brand-new job run with a placement flag (``portal run --memory GIB``, ``--on``, ``--no-spot``,
-``--spot-only``, ``--plan``) is placed on the offers; without one it starts on this machine and the
+A brand-new job run with a placement flag (``portal run --memory GIB``, ``--state-gib GIB``,
+``--gpu``, ``--on``, ``--no-spot``, ``--spot-only``, ``--plan``) is placed on the offers; without one it starts on this machine and the
 offers count from its first resume or move. A new job has no measured state yet: the planner sizes it by what it asked
-for (``--memory``), a guess, so a spot offer whose notice could not save that much is still used,
+for (``--state-gib``), a guess, so a spot offer whose notice could not save that much is still used,
 with a warning that names the figure. A job run with ``--spot-only`` keeps that wish for every
 later resume and move (the ``spot-only`` event of its log records it).
 
@@ -182,12 +182,14 @@ class Placement:
     def _request(self, action: Action, job: Job, options: argparse.Namespace) -> PlacementRequest:
         """A resume's or move's request from its flags; a spot-only job stays spot only unless
         this command says where (``--on``) or says on-demand (``--no-spot``)."""
+        kept = self.spot_only(job) and not options.no_spot and options.on is None
         return PlacementRequest.from_flags(
             action,
             on=options.on,
             gpu=getattr(options, "gpu", None),
             no_spot=options.no_spot,
-            spot_only=self.spot_only(job) and not options.no_spot and options.on is None,
+            spot_only=getattr(options, "spot_only", False) or kept,
+            memory_gib=getattr(options, "memory", None),
         )
 
     def _render(self, plan: Plan) -> str:
@@ -240,10 +242,15 @@ class Placement:
         return attempt
 
     def run(self, options: argparse.Namespace, workdir: str) -> int:
-        """``portal run [--memory GIB] [--on SPEC] [--no-spot] [--spot-only] [--plan] SCRIPT``
+        """``portal run [--memory GIB] [--state-gib GIB] [--gpu MODEL] [--on SPEC] [--no-spot]
+        [--spot-only] [--plan] SCRIPT``
         on the offers: planned by what the job asks for, started on a provisioned machine."""
         request = PlacementRequest.from_flags(
-            Action.RUN, on=options.on, no_spot=options.no_spot, spot_only=options.spot_only
+            Action.RUN,
+            on=options.on,
+            gpu=options.gpu,
+            no_spot=options.no_spot,
+            spot_only=options.spot_only,
         )
         draft = Job(
             id=new_job_id(),
@@ -253,6 +260,7 @@ class Placement:
             workdir=workdir,
             created_at=self.plane.clock.now(),
             memory_gib=options.memory,
+            state_gib=options.state_gib,
         )
         plan = self.placing.plan(draft, request, None)
         if options.plan:
@@ -267,6 +275,7 @@ class Placement:
             workdir=workdir,
             name=options.name,
             memory_gib=options.memory,
+            state_gib=options.state_gib,
         )
         self.cli.store.create_job_key(job.id)
         if options.spot_only:

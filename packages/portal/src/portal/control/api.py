@@ -88,6 +88,7 @@ class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     name: str | None = None
     args: list[str] = []
     memory_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
+    state_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobWire:

@@ -99,6 +99,7 @@ class ControlPlane:
         workdir: str | os.PathLike[str],
         name: str | None = None,
         memory_gib: float | None = None,
+        state_gib: float | None = None,
     ) -> Job:
         job = Job(
             id=new_job_id(),
@@ -108,6 +109,7 @@ class ControlPlane:
             workdir=str(Path(workdir).resolve()),
             created_at=self.clock.now(),
             memory_gib=memory_gib,
+            state_gib=state_gib,
         )
         self.store.create_job(job)
         self.paths(job.id).notices.mkdir(parents=True, exist_ok=True)

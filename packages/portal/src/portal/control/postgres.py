@@ -113,9 +113,14 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         CREATE UNIQUE INDEX events_by_report ON events (job_id, report_id);
         """,
     ),
+    (
+        4,
+        "state_gib: the state-size guess apart from the machine memory asked for",
+        "ALTER TABLE jobs ADD COLUMN state_gib DOUBLE PRECISION;",
+    ),
 )
 
-_JOB_COLUMNS = "id, name, script, args, workdir, created_at, state, memory_gib"
+_JOB_COLUMNS = "id, name, script, args, workdir, created_at, state, memory_gib, state_gib"
 _ATTEMPT_COLUMNS = "job_id, number, machine, started_at, state, ended_at, exit_code, resumed_from"
 
 
@@ -249,7 +254,7 @@ class PostgresControlStore:
 
     @staticmethod
     def _job(row: Sequence[Any]) -> Job:
-        id_, name, script, args, workdir, created_at, state, memory_gib = row
+        id_, name, script, args, workdir, created_at, state, memory_gib, state_gib = row
         return Job(
             id=id_,
             name=name,
@@ -259,12 +264,13 @@ class PostgresControlStore:
             created_at=created_at,
             state=state,
             memory_gib=memory_gib,
+            state_gib=state_gib,
         )
 
     def create_job(self, job: Job) -> Job:
         try:
             self._conn().execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     job.id,
                     job.name,
@@ -274,6 +280,7 @@ class PostgresControlStore:
                     job.created_at,
                     str(job.state),
                     job.memory_gib,
+                    job.state_gib,
                 ),
             )
         except self._psycopg.errors.UniqueViolation:

@@ -119,6 +119,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     created_at REAL NOT NULL,
     state TEXT NOT NULL,
     memory_gib REAL,
+    state_gib REAL,
     last_heard REAL
 );
 CREATE TABLE IF NOT EXISTS attempts (
@@ -152,6 +153,8 @@ CREATE TABLE IF NOT EXISTS reclaims (
 _SCHEMA_NAMES = frozenset(
     {"jobs", "attempts", "events", "events_by_job", "reclaims", "events_by_report"}
 )
+#: ``PRAGMA user_version`` of a database made or upgraded by this Portal (1: jobs.state_gib).
+_SCHEMA_VERSION = 1
 
 
 class SqliteControlStore:
@@ -184,7 +187,8 @@ class SqliteControlStore:
             try:
                 db = self._conn()
                 names = {r[0] for r in db.execute("SELECT name FROM sqlite_master").fetchall()}
-                if not names >= _SCHEMA_NAMES:
+                (version,) = db.execute("PRAGMA user_version").fetchone()
+                if not names >= _SCHEMA_NAMES or version < _SCHEMA_VERSION:
                     db.executescript(_SCHEMA)  # idempotent; executescript commits on its own
                     self._upgrade()
                 return
@@ -197,12 +201,16 @@ class SqliteControlStore:
     def _upgrade(self) -> None:
         """Bring a database an older Portal made up to this schema (each step idempotent)."""
         db = self._conn()
+        job_columns = {r["name"] for r in db.execute("PRAGMA table_info(jobs)").fetchall()}
+        if "state_gib" not in job_columns:  # before --state-gib was apart from --memory
+            db.execute("ALTER TABLE jobs ADD COLUMN state_gib REAL")
         columns = {r["name"] for r in db.execute("PRAGMA table_info(events)").fetchall()}
         if "report_id" not in columns:  # before reports had ids (issue: duplicated events)
             db.execute("ALTER TABLE events ADD COLUMN report_id TEXT")
         db.execute(
             "CREATE UNIQUE INDEX IF NOT EXISTS events_by_report ON events(job_id, report_id)"
         )
+        db.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -245,6 +253,7 @@ class SqliteControlStore:
             created_at=row["created_at"],
             state=row["state"],
             memory_gib=row["memory_gib"],
+            state_gib=row["state_gib"],
         )
 
     def create_job(self, job: Job) -> Job:
@@ -252,7 +261,7 @@ class SqliteControlStore:
             with self._tx() as db:
                 db.execute(
                     "INSERT INTO jobs (id, name, script, args, workdir, created_at, state, "
-                    "memory_gib) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "memory_gib, state_gib) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         job.id,
                         job.name,
@@ -262,6 +271,7 @@ class SqliteControlStore:
                         job.created_at,
                         str(job.state),
                         job.memory_gib,
+                        job.state_gib,
                     ),
                 )
         except sqlite3.IntegrityError:

@@ -16,7 +16,7 @@ from typing import Any
 
 from portal.control import silence
 from portal.control.carry import CARRY_EVENTS, carry_state
-from portal.control.checkpoints import job_checkpoints, kept_checkpoint
+from portal.control.checkpoints import STORED_KINDS, job_checkpoints, kept_checkpoint
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.liveness import reconcile
 from portal.control.plane import ControlPlane
@@ -203,18 +203,36 @@ class JobViews:
     # --- jobs -----------------------------------------------------------------------------------
 
     def jobs(self) -> list[dict[str, Any]]:
-        """Every job, oldest first: what ``portal jobs`` tabulates."""
-        return [
-            {
-                "job": job.id,
-                "name": job.name,
-                "state": str(job.state),
-                "attempts": len(self.plane.store.attempts(job.id)),
-                "script": job.script,
-                "created_at": job.created_at,
-            }
-            for job in self.plane.store.list_jobs()
-        ]
+        """Every job, oldest first: the rows of ``portal jobs`` (and ``--json``, the console's
+        list, the MCP's ``jobs``). Read from the control plane alone (its attempts and events),
+        so a job whose key or store is elsewhere is listed like any other; ``status`` is the
+        exact account of a job's checkpoints, which reads the store."""
+        return [self._job_row(job) for job in self.plane.store.list_jobs()]
+
+    def _job_row(self, job: Job) -> dict[str, Any]:
+        attempts = self.plane.store.attempts(job.id)
+        events = [e for _, e in self.plane.store.events(job.id)]
+        started = attempts[0].started_at if attempts else None
+        ended = attempts[-1].ended_at if attempts else None
+        live = job.state in (JobState.RUNNING, JobState.PAUSING)
+        end = self.plane.clock.now() if live or ended is None else ended
+        carry = carry_state(events)
+        return {
+            "job": job.id,
+            "name": job.name,
+            "state": str(job.state),
+            "script": job.script,
+            "created_at": job.created_at,
+            "started_at": started,
+            "ended_at": None if live else ended,
+            # Wall time from its first start to its end (or now), suspensions included.
+            "duration_s": None if started is None else max(0.0, end - started),
+            "attempts": len(attempts),
+            "recoveries": sum(a.resumed_from is not None for a in attempts),
+            "machine": attempts[-1].machine if attempts else None,
+            "last_checkpoint": _last_recorded(events),
+            "carry": _carry_word(carry),
+        }
 
     # --- explain and the timeline ---------------------------------------------------------------
 
@@ -500,3 +518,32 @@ def _lost_during_notice(plane: ControlPlane, job: Job, attempts: list[Any]) -> b
     return any(
         e.kind == "notice" and last.started_at <= e.at <= end for _, e in plane.store.events(job.id)
     )
+
+
+def _last_recorded(events: Sequence[Event]) -> dict[str, Any] | None:
+    """The last checkpoint the control plane recorded as stored, with its size when an event
+    gave it: ``{"id", "bytes", "created_at"}``."""
+    last: dict[str, Any] | None = None
+    for event in events:
+        ckpt = event.data.get("checkpoint")
+        if event.kind not in STORED_KINDS or not isinstance(ckpt, str) or not ckpt:
+            continue
+        if last is None or last["id"] != ckpt:
+            last = {"id": ckpt, "bytes": None, "created_at": event.at}
+        size = event.data.get("bytes")
+        if isinstance(size, int | float) and not isinstance(size, bool):
+            last["bytes"] = int(size)
+    return last
+
+
+def _carry_word(carry: dict[str, Any]) -> str | None:
+    """The checkpoint check's verdict in a word or two: ``ok``, ``2 problems``, ``blocked``;
+    None before a check finished."""
+    if carry.get("blocked"):
+        return "blocked"
+    problems = len(carry.get("problems") or ())
+    if problems:
+        return f"{problems} problem" + ("s" if problems > 1 else "")
+    if carry.get("ok") is None:
+        return None
+    return "ok"
