@@ -255,7 +255,8 @@ def typecheck(session: nox.Session) -> None:
         "pytest>=8",
         "hypothesis>=6.100",
         "psycopg[binary]>=3.1",  # portal's postgres extra: its types are checked, not ignored
-        *("starlette>=0.40", "uvicorn>=0.30", "mcp>=2.3,<3"),  # portal-console's web, mcp extras
+        *("starlette>=0.40", "uvicorn>=0.30", "leather>=0.4"),  # portal-console[web]
+        "mcp>=2.3,<3",  # portal-console[mcp]
         *[x for p in PACKAGES for x in ("-e", str(_package_dir(p)))],
     )
     # Every package's src on mypy's path (with the root config's mypy_path): each one's part of

@@ -96,9 +96,10 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PortalCli]:
     cli.kill_nodes()
 
 
-@pytest.fixture(scope="module")
-def console_url(portal: PortalCli) -> Iterator[str]:
-    """`portal console --port 0` on the module's PORTAL_HOME; its base URL."""
+@contextlib.contextmanager
+def console_on(portal: PortalCli) -> Iterator[str]:
+    """`portal console --port 0` as ``portal`` runs it (its PORTAL_HOME and settings); its base
+    URL while the block runs."""
     process = subprocess.Popen(
         portal.command("console", "--port", "0"),
         cwd=portal.workdir,
@@ -114,15 +115,34 @@ def console_url(portal: PortalCli) -> Iterator[str]:
     if found is None:
         process.kill()
         raise AssertionError(f"portal console did not start: {line}{process.stderr.read()}")
-    yield found.group(1).rstrip("/")
-    process.send_signal(signal.SIGINT)
     try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise
+        yield found.group(1).rstrip("/")
     finally:
-        process.stderr.close()
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+        finally:
+            process.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def console_url(portal: PortalCli) -> Iterator[str]:
+    """`portal console --port 0` on the module's PORTAL_HOME; its base URL."""
+    with console_on(portal) as url:
+        yield url
+
+
+def wait_state(portal: PortalCli, job: str, state: str, timeout: float = 60) -> None:
+    """Until `portal status JOB` says ``state``."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if portal.status(job)["state"] == state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"job {job} never became {state}: {portal.status(job)}")
 
 
 def require_chromium() -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from portal.console.chartdata import job_facts
+from portal.console.charts import CHART_IDS, render_charts
 from portal.console.overview import banner, overview
 from portal.control.carry import carry_state
 from portal.control.plane import ControlPlane
@@ -184,3 +186,25 @@ def test_problems_make_a_banner_in_the_specs_words_until_a_check_passes() -> Non
     status["carry"] = carry_state([*warned, event("carry-ok", 12.0)])
     assert banner(status) is None
     assert dict(overview(status, now=20.0))["Checkpoint check"] == ("passed less than a minute ago")
+
+
+def test_charts_say_what_is_missing_and_never_fail_on_odd_figures() -> None:
+    """No attempt or checkpoint yet: each chart is a note. Figures of the wrong type (a plugin's
+    event, an old record) are left out, never a traceback."""
+    empty = render_charts(job_facts([], [], origin=0.0, now=10.0))
+    assert [(c["id"], c["svg"]) for c in empty] == [(i, None) for i in CHART_IDS]
+    assert all(c["note"] for c in empty)
+    odd = [
+        event("suspended", 5.0, checkpoint="c1", bytes="12 kB", attempt=None),
+        event("uploaded", 4.0, checkpoint="c1", seconds=-1),
+        event("carry-ok", 3.0, checked_bytes=True),
+        event("spot.kept", 6.0, bound_bytes="big", state_bytes=900),
+    ]
+    facts = job_facts([], odd, origin=0.0, now=10.0)
+    assert [(c.id, c.bytes, c.upload_s) for c in facts.checkpoints] == [("c1", 0, None)]
+    assert [s.figure for s in facts.states] == ["checkpoint as stored", "placement"]
+    assert facts.bounds == ()
+    charts = {c["id"]: c for c in render_charts(facts)}
+    assert charts["checkpoint-size"]["svg"].count("data-checkpoint=") == 1
+    assert charts["upload-time"]["note"] == "No upload timed yet."
+    assert "<script" not in "".join(c["svg"] or "" for c in charts.values())

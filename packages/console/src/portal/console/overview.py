@@ -14,8 +14,11 @@ from portal.core import units
 __all__ = ["banner", "overview"]
 
 
-def overview(status: dict[str, Any], now: float) -> list[list[str]]:
-    """The Overview's rows, ``[label, value]`` in order."""
+def overview(
+    status: dict[str, Any], now: float, *, key_elsewhere: str | None = None
+) -> list[list[str]]:
+    """The Overview's rows, ``[label, value]`` in order. ``key_elsewhere``: the job's key is
+    not here (the line that says where), so its last checkpoint is as recorded, unverified."""
     attempts = status["attempts"]
     last = attempts[-1] if attempts else None
     if last is None:
@@ -30,6 +33,8 @@ def overview(status: dict[str, Any], now: float) -> list[list[str]]:
             f"{checkpoint['id']} ({units.size(checkpoint['bytes'])}, "
             f"{units.clock(checkpoint['created_at'])})"
         )
+        if key_elsewhere is not None:
+            saved += ", as recorded (not verified: the key is elsewhere)"
     return [
         ["State", status["state"]],
         ["Machine", machine],

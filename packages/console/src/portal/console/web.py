@@ -2,7 +2,8 @@
 
 Starlette serves two pages (the jobs list and a job's run page), their script and style from
 this package (nothing from the network), and a small JSON API the pages poll once a second:
-a running job's page follows its state, events and output as they come.
+a running job's page follows its state, events and output as they come. The run page's charts
+are SVG drawn here (:mod:`portal.console.charts`), so the browser loads no chart library.
 
 Handlers are ``async`` and read the control plane on the event loop's thread: the reads are
 short SQLite queries, and one thread keeps the store's connections and the checkpoint store
@@ -24,6 +25,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from portal.console.chartdata import job_facts
+from portal.console.charts import render_charts
+from portal.console.joblist import job_rows
+from portal.console.keyless import key_elsewhere, keyless_job, keyless_status
 from portal.console.overview import banner, overview
 from portal.control.store import JobNotFoundError
 from portal.control.views import JobViews
@@ -64,24 +69,48 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
         return Response(assets[name], media_type=_STATIC_TYPES[name], headers=_NO_STORE)
 
     async def api_jobs(request: Request) -> Response:
-        return JSONResponse({"jobs": views.jobs()}, headers=_NO_STORE)
+        return JSONResponse({"jobs": job_rows(views, clock())}, headers=_NO_STORE)
 
     async def api_job(request: Request) -> Response:
-        job = views.job(request.path_params["job"])
-        status = views.status(job)
+        # A job whose key is elsewhere is shown from its records, with one line saying where
+        # the key is (portal.console.keyless), never as an error page.
+        job, key_line = keyless_job(views, request.path_params["job"])
         after = _int_param(request, "after", 0)
+        status = None
+        if key_line is None:
+            try:
+                status = views.status(job)
+            except PortalError as exc:
+                key_line = key_elsewhere(exc)
+                if key_line is None:
+                    raise
+        if status is None:
+            status = keyless_status(views, job)
         return JSONResponse(
             {
                 "status": status,
-                "overview": overview(status, clock()),
+                "overview": overview(status, clock(), key_elsewhere=key_line),
                 "banner": banner(status),
                 "events": views.timeline(job, after=after),
+                "key_elsewhere": key_line,
             },
             headers=_NO_STORE,
         )
 
+    async def api_charts(request: Request) -> Response:
+        # From the records alone (no key needed): see portal.console.chartdata.
+        job, _ = keyless_job(views, request.path_params["job"])
+        store = views.plane.store
+        facts = job_facts(
+            store.attempts(job.id),
+            [event for _, event in store.events(job.id)],
+            origin=job.created_at,
+            now=clock(),
+        )
+        return JSONResponse({"charts": render_charts(facts)}, headers=_NO_STORE)
+
     async def api_logs(request: Request) -> Response:
-        job = views.job(request.path_params["job"])
+        job, _ = keyless_job(views, request.path_params["job"])
         attempt = _int_param(request, "attempt", 1)
         stream = request.query_params.get("stream", "stdout")
         # Output a later attempt did again is left out, as `portal logs` leaves it out.
@@ -114,6 +143,7 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
             Route("/api/jobs", api_jobs),
             Route("/api/jobs/{job}", api_job),
             Route("/api/jobs/{job}/logs", api_logs),
+            Route("/api/jobs/{job}/charts", api_charts),
         ],
         # Only this machine's names: a page elsewhere cannot reach the console by rebinding DNS.
         middleware=[

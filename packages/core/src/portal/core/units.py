@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["age", "clock", "duration", "rate", "size"]
+__all__ = ["age", "ago", "clock", "duration", "rate", "size"]
 
 _UNITS = ("B", "kB", "MB", "GB", "TB", "PB")
 
@@ -43,6 +43,17 @@ def age(seconds: float) -> str:
         if seconds >= span:
             return f"{int(seconds // span)}{unit}"
     return f"{max(0, int(seconds))}s"
+
+
+def ago(seconds: float) -> str:
+    """How long ago, in words for a sentence: ``less than a minute ago``, ``12 minutes ago``,
+    ``3 hours ago``."""
+    minutes = int(max(0.0, seconds) // 60)
+    if minutes < 1:
+        return "less than a minute ago"
+    if minutes < 120:
+        return f"{minutes} minute{'s' if minutes != 1 else ''} ago"
+    return f"{minutes // 60} hours ago"
 
 
 def duration(seconds: float) -> str:

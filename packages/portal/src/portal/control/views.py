@@ -490,22 +490,13 @@ def checkpoint_check_line(carry: dict[str, Any], now: float) -> str:
     if carry["ok"] is None:
         return "not checked yet"
     if carry["ok"]:
-        return f"passed {_ago(now - float(carry['checked_at']))}"
+        return f"passed {units.ago(now - float(carry['checked_at']))}"
     names = ", ".join(
         f"{p.get('name')} ({p.get('type_name')})" if p.get("type_name") else str(p.get("name"))
         for p in carry["problems"]
     )
     count = len(carry["problems"])
     return f"{count} problem{'s' if count != 1 else ''}: cannot carry {names} (see the banner)"
-
-
-def _ago(seconds: float) -> str:
-    minutes = int(max(0.0, seconds) // 60)
-    if minutes < 1:
-        return "less than a minute ago"
-    if minutes < 120:
-        return f"{minutes} minute{'s' if minutes != 1 else ''} ago"
-    return f"{minutes // 60} hours ago"
 
 
 def _lost_during_notice(plane: ControlPlane, job: Job, attempts: list[Any]) -> bool:

@@ -53,6 +53,8 @@ async function pollJobs() {
           el("td", {}, stateBadge(job.state)),
           el("td", {}, job.attempts),
           el("td", { class: "mono" }, job.script),
+          el("td", { "data-col": "submitted" }, job.submitted),
+          el("td", { "data-col": "duration" }, job.duration || "-"),
         ),
       ),
     );
@@ -70,7 +72,56 @@ const run = {
   job: decodeURIComponent(location.pathname.split("/").pop()),
   lastSeq: 0,
   logs: new Map(), // "attempt/stream" -> {offset, node}
+  chartsSeq: -1, // the last event the charts were drawn with
+  chartsAt: 0, // when they were drawn (a running job's strip grows with time)
 };
+
+const CHARTS_EVERY_MS = 5000;
+
+function renderKeyElsewhere(line) {
+  const node = document.getElementById("key-elsewhere");
+  node.hidden = !line;
+  node.textContent = line ? `The key is elsewhere: ${line}` : "";
+}
+
+// The charts are SVG drawn by the server (no chart library here). They are parsed as XML, never
+// as HTML, and taken in only when they are an <svg> whole.
+function svgNode(text) {
+  const doc = new DOMParser().parseFromString(text, "image/svg+xml");
+  const root = doc.documentElement;
+  if (root.nodeName !== "svg" || doc.getElementsByTagName("parsererror").length) return null;
+  return document.importNode(root, true);
+}
+
+function renderCharts(charts) {
+  const box = document.getElementById("charts");
+  for (const chart of charts) {
+    let figure = document.getElementById(`chart-${chart.id}`);
+    if (!figure) {
+      figure = el("figure", { id: `chart-${chart.id}`, "data-chart-figure": chart.id });
+      figure.append(el("figcaption", {}, chart.title), el("p", { class: "chart-note" }));
+      box.append(figure);
+    }
+    const old = figure.querySelector("svg");
+    const drawn = chart.svg ? svgNode(chart.svg) : null;
+    if (old) old.remove();
+    if (drawn) figure.querySelector("figcaption").after(drawn);
+    const note = figure.querySelector(".chart-note");
+    note.textContent = chart.note || "";
+    note.hidden = !chart.note;
+  }
+  document.body.dataset.charts = "drawn";
+}
+
+async function pollCharts(running) {
+  const stale = running && Date.now() - run.chartsAt >= CHARTS_EVERY_MS;
+  if (run.chartsSeq === run.lastSeq && !stale) return;
+  const seq = run.lastSeq;
+  const { charts } = await getJson(`/api/jobs/${encodeURIComponent(run.job)}/charts`);
+  renderCharts(charts);
+  run.chartsSeq = seq;
+  run.chartsAt = Date.now();
+}
 
 function renderOverview(rows, status) {
   document.getElementById("overview").replaceChildren(
@@ -155,6 +206,8 @@ async function pollRun() {
     renderOverview(data.overview, data.status);
     renderBanner(data.banner);
     renderEvents(data.events);
+    renderKeyElsewhere(data.key_elsewhere);
+    await pollCharts(["running", "pausing"].includes(data.status.state));
     await pollLogs(data.status.attempts);
     document.body.dataset.state = data.status.state;
     document.body.dataset.updated = String(Date.now());
