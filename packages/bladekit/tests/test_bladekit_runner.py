@@ -102,7 +102,7 @@ def test_cls_state_survives_preemption_between_calls(tmp_path: Path) -> None:
     assert counter.bump.remote()[0] == 1
     assert counter.bump.remote()[0] == 2
     first_pid = counter.bump.remote()[1]
-    assert counter.run.preempt(seconds=5, wait=True)
+    assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
     count, pid = counter.bump.remote()
     assert (count, pid != first_pid) == (4, True)
     counter.close()
@@ -113,7 +113,7 @@ def test_call_in_flight_finishes_then_checkpoints(tmp_path: Path) -> None:
     counter.bump.remote()
     call = counter.slow_bump.spawn(0.5)
     time.sleep(0.2)
-    assert counter.run.preempt(seconds=4)  # the call ends well inside half the window
+    assert bladekit.run_of(counter).preempt(seconds=4)  # the call ends well inside half the window
     assert call.get(timeout=10)[0] == 2  # answered by the first attempt, not retried
     assert counter.bump.remote()[0] == 3
     counter.close()
@@ -125,10 +125,10 @@ def test_callback_that_raises_is_reported_and_attempt_ends(
     counter = apps.Counter("raise", str(tmp_path / "count.pkl"))
     _, pid = counter.bump.remote()
     with caplog.at_level(logging.WARNING, logger="bladekit.runner"):
-        assert counter.run.preempt(seconds=5, wait=True)
+        assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
         count, new_pid = counter.bump.remote()
     assert new_pid != pid and count == 1  # nothing was saved: resumed from no checkpoint
-    failed = [e for e in counter.run.events if e.kind == "callback_failed"]
+    failed = [e for e in bladekit.run_of(counter).events if e.kind == "callback_failed"]
     assert len(failed) == 1
     assert "Counter.checkpoint raised" in failed[0].message
     assert "RuntimeError: checkpoint disk full" in failed[0].message
@@ -140,11 +140,11 @@ def test_callback_that_overruns_the_grace_window_is_stopped(tmp_path: Path) -> N
     counter = apps.Counter("hang", str(tmp_path / "count.pkl"))
     counter.bump.remote()
     started = time.monotonic()
-    assert counter.run.preempt(seconds=1.0, wait=True)
+    assert bladekit.run_of(counter).preempt(seconds=1.0, wait=True)
     count, _ = counter.bump.remote()
     assert time.monotonic() - started < 10  # killed at the deadline, not after the 60 s sleep
     assert count == 1
-    kinds = [e.kind for e in counter.run.events]
+    kinds = [e.kind for e in bladekit.run_of(counter).events]
     assert "callback_overran" in kinds and kinds.count("preempted") == 1
     counter.close()
 
@@ -152,13 +152,13 @@ def test_callback_that_overruns_the_grace_window_is_stopped(tmp_path: Path) -> N
 def test_budget_exhausted_raises_preempted_error_with_run_id(tmp_path: Path) -> None:
     counter = apps.Counter("ok", str(tmp_path / "count.pkl"))  # max_interruptions=1
     counter.bump.remote()
-    assert counter.run.preempt(seconds=5, wait=True)
+    assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
     assert counter.bump.remote()[0] == 2  # survived the first
-    assert counter.run.preempt(seconds=5, wait=True)
+    assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
     with pytest.raises(bladekit.PreemptedError) as info:
         counter.bump.remote()
     err = info.value
-    assert err.code == "PREEMPTED" and err.run_id == counter.run.run_id
+    assert err.code == "PREEMPTED" and err.run_id == bladekit.run_of(counter).run_id
     assert err.details["max_interruptions"] == 1 and err.details["interruptions"] == 2
     with pytest.raises(bladekit.PreemptedError):  # the run stays over
         counter.bump.remote()
@@ -186,16 +186,16 @@ def test_reserved_is_never_preempted(caplog: pytest.LogCaptureFixture, portal_ho
     reserved = apps.Reserved()
     pid = reserved.pid_of.remote()
     with caplog.at_level(logging.WARNING):
-        assert reserved.run.preempt(seconds=1) is False
-        assert preempt_run(reserved.run.run_id, seconds=1) is None
+        assert bladekit.run_of(reserved).preempt(seconds=1) is False
+        assert preempt_run(bladekit.run_of(reserved).run_id, seconds=1) is None
     assert "never preempted" in caplog.text
-    request = json.loads((reserved.run.dir / "request.json").read_bytes())
+    request = json.loads((bladekit.run_of(reserved).dir / "request.json").read_bytes())
     assert request["gpu_class"] == "reserved"
     # A notice slipped into its folder anyway is ignored by the container itself.
     from portal.providers.local import deliver_notice
 
-    deliver_notice(reserved.run._current.notice_dir, seconds=0.5)  # type: ignore[union-attr]
+    deliver_notice(bladekit.run_of(reserved)._current.notice_dir, seconds=0.5)  # type: ignore[union-attr]
     time.sleep(1.0)
     assert reserved.pid_of.remote() == pid
-    assert [e.kind for e in reserved.run.events].count("preempted") == 0
+    assert [e.kind for e in bladekit.run_of(reserved).events].count("preempted") == 0
     reserved.close()

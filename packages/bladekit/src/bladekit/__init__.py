@@ -20,30 +20,77 @@ interruptible GPUs that checkpoint and resume.
         def train_step(self, batch): ...
 
 On this machine every function runs in a local subprocess "container" (see ``bladekit.runner``);
-:mod:`bladekit.testing` delivers preemptions to them.
+:mod:`bladekit.testing` delivers preemptions to them, ``bladekit run FILE::FUNCTION`` runs one
+from a shell and :func:`bladekit.listing.runs` lists them.
+
+The names below are imported on first use (PEP 562), so that ``import bladekit`` stays fast for
+the ``bladekit`` command, for containers, and for :mod:`bladekit.listing`, which reads only files.
 """
 
 from __future__ import annotations
 
-from bladekit.app import App, Cls, ClsInstance, Function, FunctionCall, Method, app
-from bladekit.checkpoints import load_checkpoint, save_checkpoint
-from bladekit.errors import (
-    ContainerExitedError,
-    InvalidArgumentError,
-    PreemptedError,
-    RemoteError,
-    RunError,
-    SerializationError,
-)
-from bladekit.hooks import enter, method, on_preempt
-from bladekit.runner import Run, RunEvent
-from bladekit.volumes import Volume
-from bladekit.wire import FunctionRequest
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bladekit.app import (
+        App,
+        Cls,
+        ClsInstance,
+        Function,
+        FunctionCall,
+        Method,
+        app,
+        run_of,
+    )
+    from bladekit.checkpoints import load_checkpoint, save_checkpoint
+    from bladekit.errors import (
+        AppStoppedError,
+        ContainerExitedError,
+        InvalidArgumentError,
+        PreemptedError,
+        RemoteError,
+        RunError,
+        SerializationError,
+    )
+    from bladekit.hooks import enter, method, on_preempt
+    from bladekit.runner import Run, RunEvent
+    from bladekit.volumes import Volume
+    from bladekit.wire import FunctionRequest
 
 __version__ = "0.1.0"
 
+_HOMES = {
+    "bladekit.app": (
+        "App",
+        "Cls",
+        "ClsInstance",
+        "Function",
+        "FunctionCall",
+        "Method",
+        "app",
+        "run_of",
+    ),
+    "bladekit.checkpoints": ("load_checkpoint", "save_checkpoint"),
+    "bladekit.errors": (
+        "AppStoppedError",
+        "ContainerExitedError",
+        "InvalidArgumentError",
+        "PreemptedError",
+        "RemoteError",
+        "RunError",
+        "SerializationError",
+    ),
+    "bladekit.hooks": ("enter", "method", "on_preempt"),
+    "bladekit.runner": ("Run", "RunEvent"),
+    "bladekit.volumes": ("Volume",),
+    "bladekit.wire": ("FunctionRequest",),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
 __all__ = [
     "App",
+    "AppStoppedError",
     "Cls",
     "ClsInstance",
     "ContainerExitedError",
@@ -64,5 +111,19 @@ __all__ = [
     "load_checkpoint",
     "method",
     "on_preempt",
+    "run_of",
     "save_checkpoint",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME_OF.get(name)
+    if home is None:
+        raise AttributeError(f"module 'bladekit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once found, a plain module attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

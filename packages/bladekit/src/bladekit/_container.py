@@ -1,10 +1,12 @@
 """A container: one attempt of a run, in its own process (``python -m bladekit._container``).
 
-Started by the runner with the run folder and the attempt number. It mounts the run's volumes,
-builds the class instance and runs its ``enter`` hooks (which is where a checkpoint is loaded),
+Started by the runner with the run folder and the attempt number. Before anything else (before
+user code can start threads) it gives itself a private mount table where each volume's folder
+shows at its mount path (:mod:`bladekit._namespace`; real folders where that is unavailable, see
+:mod:`bladekit.mounts`). It then syncs the run's volumes, builds the class instance and runs its ``enter`` hooks (which is where a checkpoint is loaded),
 says Ready, then serves calls one at a time until told to close.
 
-Preemption: a watcher thread polls the attempt's notice folder with portal-core's
+Preemption: a watcher thread polls the attempt's notice folder with portal-spot-core's
 :class:`~portal.providers.local.LocalNoticeSource`. On a notice the on_preempt callback
 runs in the *main* thread, so it sees a consistent instance, never one being changed under it:
 
@@ -36,7 +38,7 @@ from typing import Any
 
 import cloudpickle
 
-from bladekit import mounts
+from bladekit import _namespace, mounts
 from bladekit.errors import SerializationError
 from bladekit.protocol import (
     Call,
@@ -51,6 +53,7 @@ from bladekit.protocol import (
     read_frame,
     write_frame,
 )
+from bladekit.wire import decode_request
 from portal.core.domain import Notice
 from portal.providers.local import LocalNoticeSource
 
@@ -76,9 +79,52 @@ def _failure(exc: BaseException) -> tuple[bytes | None, str, str]:
     return data, name, text
 
 
+def private_mounts(run_dir: Path, attempt: int) -> str | None:
+    """Show each volume's attempt folder at its mount path, privately; None when done (or there
+    are no volumes), else why real folders are used instead (direct mode).
+
+    Raises :class:`~bladekit.mounts.MountError` when ``BLADEKIT_MOUNTS=namespace`` and that is
+    not possible here, or setting up the view failed midway.
+    """
+    chosen = mounts.mode()
+    if chosen == "direct":
+        return f"{mounts.MOUNT_MODE_ENV}=direct"
+    paths = list(decode_request((run_dir / "request.json").read_bytes()).volumes)
+    if not paths:
+        return None
+    binds = [(path, mounts.host_folder(run_dir, attempt, path)) for path in paths]
+    try:
+        _namespace.enter(binds, scratch=mounts.attempt_dir(run_dir, attempt) / "root")
+    except _namespace.NamespaceUnavailable as exc:
+        if chosen == "namespace":
+            raise mounts.MountError(
+                f"cannot mount {', '.join(paths)} privately ({mounts.MOUNT_MODE_ENV}=namespace): "
+                f"{exc.strerror}. Unset {mounts.MOUNT_MODE_ENV} to fall back to real folders",
+                details={"paths": paths},
+            ) from None
+        return str(exc.strerror)
+    except OSError as exc:
+        raise mounts.MountError(
+            f"setting up the container's private mounts for {', '.join(paths)} failed: {exc}. "
+            f"Set {mounts.MOUNT_MODE_ENV}=direct to use real folders instead",
+            details={"paths": paths},
+        ) from exc
+    return None
+
+
 class Container:
-    def __init__(self, spec: ContainerSpec, *, out_fd: int, in_fd: int, notice_dir: Path) -> None:
+    def __init__(
+        self,
+        spec: ContainerSpec,
+        *,
+        out_fd: int,
+        in_fd: int,
+        notice_dir: Path,
+        direct_mounts: str | None = "no private namespace",
+    ) -> None:
         self.spec = spec
+        #: None: the mount paths are this container's own (namespace); else why they are not.
+        self.direct_mounts = direct_mounts
         self.out_fd = out_fd
         self.in_fd = in_fd
         self.notice_dir = notice_dir
@@ -98,7 +144,8 @@ class Container:
             if isinstance(self.spec.target, TargetRef):
                 self.spec = dataclasses.replace(self.spec, target=self.spec.target.resolve())
             for path, volume in self.spec.volumes.items():
-                self.mount_locks.append(mounts.acquire(path, volume.name))
+                if self.direct_mounts is not None:
+                    self.mount_locks.append(self._acquire(path, volume.name))
                 volume.mount(path)
             if self.spec.kind == "cls":
                 self.instance = self.spec.target(*self.spec.init_args, **self.spec.init_kwargs)
@@ -113,6 +160,16 @@ class Container:
         threading.Thread(target=self._watch, name="bladekit-notices", daemon=True).start()
         write_frame(self.out_fd, Ready(pid=os.getpid()))
         return True
+
+    def _acquire(self, path: str, volume_name: str) -> int:
+        try:
+            return mounts.acquire(path, volume_name)
+        except mounts.MountError as exc:
+            raise mounts.MountError(
+                f"{exc} (bladekit used a real folder because a private mount namespace, which "
+                f"needs no root, is not available here: {self.direct_mounts})",
+                details=exc.details,
+            ) from None
 
     # --- the main loop ----------------------------------------------------------------------------
 
@@ -261,6 +318,8 @@ def main(argv: list[str]) -> int:
     os.close(devnull)
     logging.basicConfig(level=logging.INFO, format="bladekit container: %(message)s")
     try:
+        # First: unpickling the spec may import user modules, which may start threads.
+        direct_mounts = private_mounts(run_dir, attempt)
         spec: ContainerSpec = pickle.loads((run_dir / "spec.pkl").read_bytes())
     except BaseException as exc:
         error, name, text = _failure(exc)
@@ -271,6 +330,7 @@ def main(argv: list[str]) -> int:
         out_fd=out_fd,
         in_fd=in_fd,
         notice_dir=run_dir / "attempts" / str(attempt) / "notices",
+        direct_mounts=direct_mounts,
     )
     if not container.start():
         return 1

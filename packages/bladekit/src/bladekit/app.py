@@ -4,11 +4,20 @@ Decorating validates every setting at once (:class:`~bladekit.options.FunctionOp
 the user's function or class untouched inside the wrapper; calling ``.remote()``, ``.map()``,
 ``.starmap()`` or ``.spawn()`` starts runs (:class:`~bladekit.runner.Run`) with the same request,
 so a map carries the function's settings without repeating them.
+
+``with app.run():`` is Modal's ephemeral app: what is started inside the block is stopped when it
+ends. Outside any block, calls work as well (each run ends with its call or its instance), so code
+written before the block existed keeps working.
+
+A run's handle is :func:`run_of` (``bladekit.run_of(instance).preempt(30)``): a free function,
+so it can never hide a method of the user's class, whatever its name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +31,7 @@ from bladekit.volumes import Volume
 from bladekit.wire import FunctionRequest, encode_request
 from portal.core.errors import InvalidArgumentError
 
-__all__ = ["App", "Cls", "ClsInstance", "Function", "FunctionCall", "Method", "app"]
+__all__ = ["App", "Cls", "ClsInstance", "Function", "FunctionCall", "Method", "app", "run_of"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,6 +60,46 @@ class App:
         self.name = name
         self.registered: dict[str, Function[Any, Any] | Cls[Any]] = {}
         self._on_preempt: Callable[..., Any] | None = None
+        self._session: list[Run] | None = None  # runs started inside ``with app.run():``
+        self._session_lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def run(self, *, detach: bool = False) -> Iterator[App]:
+        """Run the app for the duration of the block, as Modal's ``with app.run():``.
+
+        When the block ends (normally or by an exception) every run started inside it is
+        stopped: idle instances are closed, and a call still in flight (a ``.spawn()`` not yet
+        collected) is cut short and its ``.get()`` raises :class:`~bladekit.AppStoppedError`.
+        With ``detach=True`` runs are left to finish on their own (they still end with this
+        process). Calls made outside any block work as before.
+        """
+        with self._session_lock:
+            if self._session is not None:
+                raise InvalidArgumentError(
+                    f"app {self.name!r} is already running (a `with app.run():` block is open): "
+                    "run your calls inside that block instead of opening a second one",
+                    details={"app": self.name},
+                )
+            self._session = []
+        try:
+            yield self
+        finally:
+            with self._session_lock:
+                started, self._session = self._session or [], None
+            if not detach:
+                reason = (
+                    f"app {self.name!r} stopped (its `with app.run():` block ended). Wait for "
+                    "results inside the block (call.get()), or use app.run(detach=True)"
+                )
+                for run in started:
+                    run.stop(reason)
+
+    def track(self, run: Run) -> Run:
+        """Count ``run`` as started by this app's open ``with app.run():`` block, if any."""
+        with self._session_lock:
+            if self._session is not None:
+                self._session.append(run)
+        return run
 
     def function(
         self,
@@ -186,7 +235,7 @@ class Function(Generic[P, R]):
             volumes=dict(self.options.volumes),
             preemptible=self.options.preemptible,
         )
-        return Run(spec, self.request())
+        return self.app.track(Run(spec, self.request()))
 
     def local(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the function in this process (no container, no preemption)."""
@@ -250,7 +299,7 @@ class Cls(Generic[T]):
             volumes=dict(self.options.volumes),
             preemptible=self.options.preemptible,
         )
-        return Run(spec, self.request())
+        return self.app.track(Run(spec, self.request()))
 
     def __call__(self, *args: Any, **kwargs: Any) -> ClsInstance[T]:
         return ClsInstance(self, args, kwargs)
@@ -259,12 +308,20 @@ class Cls(Generic[T]):
         return f"<bladekit class {self.app.name}.{self.name}>"
 
 
+#: ClsInstance's own names that a user's remote method of the same name takes precedence over.
+_YIELDING_NAMES = frozenset({"run", "close"})
+
+
 class ClsInstance(Generic[T]):
     """A handle on one instance living in its container (started at the first call).
 
     The container, and the instance's state, last across calls until :meth:`close` (or the
-    handle is garbage-collected, or the interpreter exits); preemptions in between start new
-    attempts that run the ``enter`` hooks again.
+    handle is garbage-collected, or the interpreter exits, or the ``with app.run():`` block it
+    was first called in ends); preemptions in between start new attempts that run the ``enter``
+    hooks again. Its run is ``bladekit.run_of(instance)``. Every remote method of the user's
+    class is reachable as ``instance.name``, including ``run`` and ``close``: those two names
+    are the user's when the class defines them (``close`` the instance then with
+    ``with Cls() as instance:`` or ``bladekit.run_of(instance).close()``).
     """
 
     def __init__(self, cls: Cls[T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -275,14 +332,35 @@ class ClsInstance(Generic[T]):
         self._lock = threading.Lock()
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
-    @property
-    def run(self) -> Run:
-        """This instance's run (``run.preempt()``, ``run.events``, ``run.run_id``)."""
+    def _ensure_run(self) -> Run:
+        """This instance's run, created (without a container yet) on first use."""
         with self._lock:
             if self._run is None:
                 self._run = self._cls.new_run(self._args, self._kwargs)
                 self._finalizer = weakref.finalize(self, self._run.close)
             return self._run
+
+    def __getattribute__(self, name: str) -> Any:
+        # The user's class wins for the few names this handle also defines (``run``, ``close``).
+        if name in _YIELDING_NAMES:
+            cls: Cls[Any] = object.__getattribute__(self, "_cls")
+            if name in cls.methods:
+                return Method(self, name)
+            if name == "run" and hasattr(cls.raw, "run"):
+                return object.__getattribute__(self, "__getattr__")(name)
+        return object.__getattribute__(self, name)
+
+    @property
+    def run(self) -> Run:
+        """Deprecated: ``bladekit.run_of(instance)``. Kept for code written before the rename;
+        a class with its own ``run`` gets its own (see :meth:`__getattribute__`)."""
+        warnings.warn(
+            "instance.run is deprecated and hides a method named run: use "
+            "bladekit.run_of(instance) for the run handle",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self._ensure_run()
 
     def __getattr__(self, name: str) -> Method[Any]:
         if name.startswith("_"):
@@ -297,6 +375,9 @@ class ClsInstance(Generic[T]):
 
     def close(self) -> None:
         """Stop the container after its current call (the instance's state goes with it)."""
+        self._close()
+
+    def _close(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
 
@@ -304,7 +385,7 @@ class ClsInstance(Generic[T]):
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._close()  # not self.close: that may be the user's remote method
 
 
 class Method(Generic[R]):
@@ -316,11 +397,14 @@ class Method(Generic[R]):
 
     def remote(self, *args: Any, **kwargs: Any) -> R:
         """Call the method in the instance's container and wait for its result."""
-        result: R = self._instance.run.call(self.name, args, kwargs)
+        result: R = self._instance._ensure_run().call(self.name, args, kwargs)
         return result
 
     def spawn(self, *args: Any, **kwargs: Any) -> FunctionCall[R]:
-        return FunctionCall(self._instance.run, self.name, args, kwargs, close_after=False)
+        """Start the method in the instance's container without waiting; ``.get()`` waits."""
+        return FunctionCall(
+            self._instance._ensure_run(), self.name, args, kwargs, close_after=False
+        )
 
     def _fresh_run(self) -> Run:
         inst = self._instance
@@ -335,7 +419,8 @@ class Method(Generic[R]):
 
 
 class FunctionCall(Generic[R]):
-    """A call started by ``.spawn()``; :attr:`run` lets a caller (or a test) preempt it."""
+    """A call started by ``.spawn()``; its run (``bladekit.run_of(call)``, also ``call.run``)
+    lets a caller (or a test) preempt it."""
 
     def __init__(
         self,
@@ -402,3 +487,21 @@ def _map_runs(
                 run.close()
 
     return results()
+
+
+def run_of(handle: ClsInstance[Any] | FunctionCall[Any]) -> Run:
+    """The run behind an instance or a spawned call: ``run_of(t).preempt(seconds=30)``,
+    ``.events``, ``.run_id``, ``.attempt``, ``.interruptions``.
+
+    A function rather than an attribute, so that it never hides a method of the user's class.
+    An instance's run is created on first use (its container starts at its first call).
+    """
+    if isinstance(handle, ClsInstance):
+        return handle._ensure_run()
+    if isinstance(handle, FunctionCall):
+        return handle.run
+    raise InvalidArgumentError(
+        f"bladekit.run_of() was given {type(handle).__name__}: give an instance of an @app.cls "
+        "class (Trainer()) or a call from .spawn()",
+        details={"given": type(handle).__name__},
+    )

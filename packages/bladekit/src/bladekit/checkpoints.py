@@ -12,11 +12,13 @@ from __future__ import annotations
 import os
 import pickle
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
+from bladekit.records import record_checkpoint
 from portal.storage.volumes import TEMP_MARK
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
@@ -43,6 +45,8 @@ def save_checkpoint(obj: Any, path: str | os.PathLike[str]) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
+    # In a container, tell the run (``bladekit.listing`` shows the last checkpoint's size and time).
+    record_checkpoint(target.absolute(), len(data), time.time())
 
 
 def load_checkpoint(path: str | os.PathLike[str], default: Any | None = None) -> Any:

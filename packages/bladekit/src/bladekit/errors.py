@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from portal.core.errors import InvalidArgumentError, PortalError, PreemptedError, RunError
 
 __all__ = [
+    "AppStoppedError",
     "ContainerExitedError",
     "InvalidArgumentError",
     "PortalError",
@@ -32,6 +33,16 @@ class ContainerExitedError(RunError):
     """
 
     code: ClassVar[str] = "CONTAINER_EXITED"
+
+
+class AppStoppedError(RunError):
+    """A call was cut short because its app stopped (its ``with app.run():`` block ended).
+
+    As with Modal's ephemeral apps, leaving the block stops what was started inside it. Wait for
+    results inside the block (``call.get()``), or use ``app.run(detach=True)`` to let runs finish.
+    """
+
+    code: ClassVar[str] = "APP_STOPPED"
 
 
 class RemoteError(PortalError):

@@ -1,11 +1,23 @@
 """Mounting volumes at the absolute paths a function names (``volumes={"/ckpt": vol}``).
 
-The local runner has no container filesystem, so a mount path is a real folder on this machine:
-the container makes ``/ckpt`` and syncs the volume's committed files into it (portal-storage's
-``Volume.mount``), so user code opens ``/ckpt/state.pkl`` unchanged. That needs permission to
-create the folder (root, or a writable parent); without it the error says how to fix it.
+Two ways, chosen per container by :func:`mode` (``BLADEKIT_MOUNTS``: ``auto``, the default,
+``namespace`` or ``direct``):
 
-Because the path is shared by everything on the machine, four guards make it safe:
+- **namespace** (Linux; no root needed): each attempt gets its own folder per mount,
+  :func:`host_folder` (``PORTAL_HOME/bladekit/mounts/RUN/ATTEMPT/volumes/ckpt``), which
+  :mod:`bladekit._namespace` shows at ``/ckpt`` in the container's private mount table. Nothing
+  is created at ``/ckpt`` on the machine; two containers may use the same mount path at once; the
+  runner removes :func:`attempt_dir` when the attempt ends. A folder already at ``/ckpt`` on the
+  machine is hidden inside the container, never touched.
+- **direct** (the fallback where namespaces are unavailable, e.g. macOS or a sandbox that blocks
+  them): a mount path is a real folder on this machine, which needs permission to create it
+  (root, or a writable parent); without it the error says how to fix it, and why the namespace
+  way was not used.
+
+In both, the container syncs the volume's committed files into the mount (portal-storage's
+``Volume.mount``), so user code opens ``/ckpt/state.pkl`` unchanged.
+
+In direct mode the path is shared by everything on the machine, so four guards make it safe:
 
 - :func:`state_dir` is this user's alone (made 0700, refused when another user made it first
   or it is open to others), since its records decide which folders are removed;
@@ -18,8 +30,7 @@ Because the path is shared by everything on the machine, four guards make it saf
 - after each attempt the runner removes what the attempt mounted (:func:`release`), so the next
   attempt, like a fresh machine, sees exactly the volume's last commit and nothing uncommitted.
 
-A private mount namespace per container (Linux, CAP_SYS_ADMIN) would isolate paths instead of
-serialising them; it is not used because it is unavailable to ordinary users and on macOS.
+In namespace mode none of them is needed: the folder is the attempt's own, made empty by bladekit.
 """
 
 from __future__ import annotations
@@ -40,15 +51,50 @@ from typing import Any
 from portal.core.errors import PortalError
 from portal.core.private import private_folder
 
-__all__ = ["MountError", "acquire", "release", "state_dir"]
+__all__ = [
+    "MOUNT_MODES",
+    "MOUNT_MODE_ENV",
+    "MountError",
+    "acquire",
+    "attempt_dir",
+    "host_folder",
+    "mode",
+    "release",
+    "state_dir",
+]
 
 log = logging.getLogger("bladekit.mounts")
+
+#: Environment variable choosing how containers mount volumes (see :func:`mode`).
+MOUNT_MODE_ENV = "BLADEKIT_MOUNTS"
+MOUNT_MODES = ("auto", "namespace", "direct")
 
 
 class MountError(PortalError):
     """A volume could not be mounted at the path a function names."""
 
     code = "MOUNT_ERROR"
+
+
+def mode() -> str:
+    """``auto`` (namespace, else direct), ``namespace`` (only) or ``direct`` (only)."""
+    value = os.environ.get(MOUNT_MODE_ENV, "auto").strip().lower() or "auto"
+    if value not in MOUNT_MODES:
+        raise MountError(
+            f"{MOUNT_MODE_ENV}={value!r} is not valid: use auto (the default), namespace or direct",
+            details={"variable": MOUNT_MODE_ENV, "value": value},
+        )
+    return value
+
+
+def attempt_dir(run_dir: Path, attempt: int) -> Path:
+    """Where attempt ``attempt`` of the run in ``run_dir`` keeps its namespace mounts."""
+    return run_dir.parent.parent / "mounts" / run_dir.name / str(attempt)
+
+
+def host_folder(run_dir: Path, attempt: int, path: str) -> Path:
+    """The real folder shown at mount path ``path`` inside that attempt's container."""
+    return attempt_dir(run_dir, attempt) / "volumes" / path.lstrip("/")
 
 
 def state_dir() -> Path:

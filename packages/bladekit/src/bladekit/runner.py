@@ -22,7 +22,9 @@ import os
 import pickle
 import queue
 import selectors
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -37,7 +39,14 @@ import attrs
 import cloudpickle
 
 from bladekit import mounts
-from bladekit.errors import ContainerExitedError, PreemptedError, RemoteError, SerializationError
+from bladekit.errors import (
+    AppStoppedError,
+    ContainerExitedError,
+    PreemptedError,
+    RemoteError,
+    RunError,
+    SerializationError,
+)
 from bladekit.protocol import (
     Call,
     CallFailed,
@@ -50,6 +59,7 @@ from bladekit.protocol import (
     dump_frame,
     split_frames,
 )
+from bladekit.records import ATTEMPT_ENV, RUN_DIR_ENV, RunState, RunStatus, write_status
 from bladekit.wire import FunctionRequest, decode_request, encode_request
 from portal.core.settings import Settings
 from portal.providers.local import NOTICE_DIR_ENV, LocalNoticeSource, deliver_notice
@@ -142,6 +152,29 @@ class Run:
         self._lock = threading.RLock()
         self._failed: PreemptedError | None = None
         self._closed = False
+        self._stop_reason: str | None = None
+        self._last_call_failed = False
+        self._state: RunState = "running"
+        self.submitted_at = time.time()
+        self.ended_at: float | None = None
+        self._record()
+
+    def _record(self, state: RunState | None = None) -> None:
+        """Write the run's status for other processes (``bladekit.listing``); never fails a run."""
+        if state is not None and self._state == "running":
+            self._state = state
+            self.ended_at = time.time()
+        status = RunStatus(
+            state=self._state,
+            submitted_at=self.submitted_at,
+            ended_at=self.ended_at,
+            attempts=self.attempt,
+            interruptions=self.interruptions,
+            owner_pid=os.getpid(),
+            owner_host=socket.gethostname(),
+        )
+        with contextlib.suppress(OSError):
+            write_status(self.dir, status)
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -175,11 +208,15 @@ class Run:
                 ) from exc
             while True:
                 attempt = self._ready_attempt()
+                if self._stop_reason is not None:
+                    raise self._stopped()
                 self._send(attempt, frame)
                 outcome = self._wait_reply(attempt, call.seq)
                 if isinstance(outcome, CallResult):
+                    self._last_call_failed = False
                     return outcome.value
                 if isinstance(outcome, CallFailed):
+                    self._last_call_failed = True
                     raise self._user_error(what, outcome)
                 # The attempt ended before answering: a preemption (retry) or a crash (raise).
                 self._account(attempt)
@@ -229,6 +266,8 @@ class Run:
             current = None
         if self._failed is not None:
             raise self._failed
+        if self._stop_reason is not None:
+            raise self._stopped()
         if current is None:
             current = self._start_attempt()
         return current
@@ -246,6 +285,8 @@ class Run:
         # The container imports what the caller could: user modules pickled by reference.
         env["PYTHONPATH"] = os.pathsep.join(p or os.getcwd() for p in sys.path)
         env[NOTICE_DIR_ENV] = str(folder / "notices")
+        env[RUN_DIR_ENV] = str(self.dir)
+        env[ATTEMPT_ENV] = str(number)
         process = subprocess.Popen(
             [sys.executable, "-m", "bladekit._container", str(self.dir), str(self.attempt)],
             stdin=subprocess.PIPE,
@@ -259,6 +300,7 @@ class Run:
         threading.Thread(
             target=self._monitor, args=(attempt,), name=f"bladekit-{self.run_id}", daemon=True
         ).start()
+        self._record()
         message = attempt.inbox.get()
         if isinstance(message, Ready):
             self._event("started", f"attempt {attempt.number} started (pid {message.pid})")
@@ -273,6 +315,7 @@ class Run:
         # Mounting or an enter hook failed: that attempt is over; the error is the caller's.
         self._event("exited", f"attempt {attempt.number} failed to start")
         if isinstance(message, StartFailed):
+            self._last_call_failed = True
             raise self._user_error(f"{self.name} (starting the container)", message)
         raise self._crash(attempt)
 
@@ -286,6 +329,8 @@ class Run:
         attempt.accounted = True
         if attempt.closing and attempt.preempted is None and not attempt.overran:
             return
+        if self._stop_reason is not None and attempt.preempted is None:
+            raise self._stopped()
         if attempt.preempted is None and attempt.deadline is None:
             raise self._crash(attempt)
         self.interruptions += 1
@@ -317,9 +362,22 @@ class Run:
                 },
             )
             self._event("failed", str(self._failed), level=logging.WARNING)
+            self._record("preempted-out")
             raise self._failed
+        self._record()
 
-    def _crash(self, attempt: _Attempt) -> ContainerExitedError:
+    def _stopped(self) -> AppStoppedError:
+        return AppStoppedError(
+            f"run {self.run_id} of {self.name} was stopped before its call finished: "
+            f"{self._stop_reason}",
+            run_id=self.run_id,
+            details={"function": self.name},
+        )
+
+    def _crash(self, attempt: _Attempt) -> RunError:
+        if self._stop_reason is not None:
+            return self._stopped()
+        self._record("failed")
         code = attempt.process.returncode
         tail = "".join(attempt.stderr_tail).strip()
         self._event("exited", f"attempt {attempt.number} exited with status {code}")
@@ -372,6 +430,11 @@ class Run:
                         stream.close()
             for path in self.mount_paths:
                 mounts.release(path, process.pid)
+            # The attempt's private mount folders (namespace mounts): the next attempt, like a
+            # fresh machine, starts from the volume's last commit.
+            shutil.rmtree(mounts.attempt_dir(self.dir, attempt.number), ignore_errors=True)
+            with contextlib.suppress(OSError):  # the run's folder there, once its last is gone
+                mounts.attempt_dir(self.dir, attempt.number).parent.rmdir()
             attempt.ended.set()
             attempt.inbox.put(_Exited(process.returncode))
 
@@ -435,29 +498,51 @@ class Run:
             current.ended.wait()  # bounded: the monitor kills the container at the deadline
         return True
 
+    def stop(self, reason: str) -> None:
+        """End the run now: an idle run closes; a call in flight is cut short (its container is
+        killed) and raises :class:`~bladekit.errors.AppStoppedError` carrying ``reason``."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self.close()
+            finally:
+                self._lock.release()
+            return
+        self._stop_reason = reason
+        attempt = self._current
+        if attempt is not None:
+            with contextlib.suppress(ProcessLookupError):
+                attempt.process.kill()
+
     def close(self) -> None:
         """Let the container finish its current call and exit; release its mounts."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            attempt = self._current
-            if attempt is None:
-                return
-            if attempt.ended.is_set():  # preempted (or crashed) while idle: record how
-                with contextlib.suppress(Exception):
-                    self._account(attempt)
-                self._current = None
-                return
-            attempt.closing = True
+            try:
+                self._close_attempt()
+            finally:
+                failed = self._last_call_failed or self._stop_reason is not None
+                self._record("failed" if failed else "done")
+
+    def _close_attempt(self) -> None:
+        attempt = self._current
+        if attempt is None:
+            return
+        if attempt.ended.is_set():  # preempted (or crashed) while idle: record how
             with contextlib.suppress(Exception):
-                self._send(attempt, dump_frame(Close()))
-            if not attempt.ended.wait(_CLOSE_WAIT_S):
-                with contextlib.suppress(ProcessLookupError):
-                    attempt.process.kill()
-                attempt.ended.wait()
+                self._account(attempt)
             self._current = None
-            self._event("closed", f"run closed after {self.attempt} attempt(s)")
+            return
+        attempt.closing = True
+        with contextlib.suppress(Exception):
+            self._send(attempt, dump_frame(Close()))
+        if not attempt.ended.wait(_CLOSE_WAIT_S):
+            with contextlib.suppress(ProcessLookupError):
+                attempt.process.kill()
+            attempt.ended.wait()
+        self._current = None
+        self._event("closed", f"run closed after {self.attempt} attempt(s)")
 
     def __repr__(self) -> str:
         return f"<bladekit run {self.run_id} of {self.name}: attempt {self.attempt}>"

@@ -3,7 +3,7 @@
 In the caller's process, ``instance.run.preempt(seconds)`` or ``call.run.preempt(seconds)``
 delivers a notice directly. From anywhere else on the machine, :func:`preempt_run` finds the run's
 current attempt by id under ``PORTAL_HOME`` and drops a notice into its notice folder with
-portal-core's :func:`~portal.providers.local.deliver_notice`, exactly what
+portal-spot-core's :func:`~portal.providers.local.deliver_notice`, exactly what
 ``portal notice`` does for a job.
 """
 

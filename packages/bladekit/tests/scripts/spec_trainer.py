@@ -61,7 +61,7 @@ def build_model():
 
 def preempt_and_wait(trainer):
     """Preempt the trainer's container and wait until it has checkpointed and exited."""
-    assert trainer.run.preempt(seconds=20, wait=True)
+    assert bladekit.run_of(trainer).preempt(seconds=20, wait=True)
 
 
 if __name__ == "__main__":
@@ -75,7 +75,7 @@ if __name__ == "__main__":
         if i in preempt_at:
             preempt_and_wait(trainer)
     preempt_and_wait(trainer)  # a last checkpoint, committed by the callback, to inspect
-    run = trainer.run
+    run = bladekit.run_of(trainer)
     trainer.close()
     with tempfile.TemporaryDirectory() as folder:
         ckpt_vol.mount(folder)

@@ -1,0 +1,181 @@
+"""``bladekit run FILE::FUNCTION`` and ``bladekit preempt`` as a user types them: real processes.
+
+The Trainer test is the spec's example, made safe to preempt mid-call (``scripts/trainer_app.py``),
+run by the console script with a preemption delivered by ``bladekit preempt`` from another process
+in the middle of its single ``fit`` call: its output must equal an uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bladekit.listing import runs
+
+APP = Path(__file__).parent / "scripts" / "trainer_app.py"
+_SCRIPT = Path(sys.executable).parent / "bladekit"
+BLADEKIT = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "bladekit.cli"]
+
+
+def bladekit(
+    *words: str, home: Path, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*BLADEKIT, *words],
+        env={**os.environ, "PORTAL_HOME": str(home), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def one_paragraph_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The error the command printed: a single 'bladekit: ...' paragraph, never a traceback."""
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("bladekit: ")]
+    errors = [line for line in lines if not line.startswith("bladekit: running ")]
+    assert len(errors) == 1, done.stderr
+    return errors[0]
+
+
+def expected_fit(steps: int) -> dict[str, object]:
+    weight, seen = 1.0, []
+    for i in range(steps):
+        weight = weight * 0.9 + float(i)
+        seen.append(float(i))
+    return {"step": steps, "weight": weight, "seen": seen}
+
+
+def test_trainer_preempted_mid_call_equals_an_uninterrupted_run(portal_home: Path) -> None:
+    steps = 60
+    clean = bladekit("run", f"{APP}::Trainer.fit", str(steps), home=portal_home, BK_VOLUME="clean")
+    assert clean.returncode == 0, clean.stderr
+    uninterrupted = json.loads(clean.stdout)
+    assert uninterrupted == expected_fit(steps)
+
+    command = [*BLADEKIT, "run", f"{APP}::Trainer.fit", "--steps", str(steps), "--step-s", "0.04"]
+    env = {**os.environ, "PORTAL_HOME": str(portal_home), "BK_VOLUME": "preempted"}
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        # The run shows in the listing with a checkpoint once a few steps are done.
+        deadline = time.time() + 60
+        row = None
+        while row is None:
+            assert time.time() < deadline, "the run never saved a checkpoint"
+            found = [r for r in runs(portal_home) if r.state == "running"]
+            if found and found[0].checkpoint_bytes:
+                row = found[0]
+            time.sleep(0.05)
+        notice = bladekit("preempt", row.run_id, "--seconds", "1.5", home=portal_home)
+        assert notice.returncode == 0, notice.stderr
+        out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    assert json.loads(out) == uninterrupted
+    # It really was cut short and resumed from a checkpoint, not restarted from zero.
+    starts = [
+        int(line.rsplit(" ", 1)[1]) for line in err.splitlines() if "starting at step" in line
+    ]
+    assert starts[0] == 0 and len(starts) == 2 and 0 < starts[1] < steps
+    (listed,) = [r for r in runs(portal_home) if r.run_id == row.run_id]
+    assert (listed.state, listed.attempts, listed.interruptions) == ("done", 2, 1)
+    assert listed.app == "train-resnet" and listed.function == "Trainer"
+    assert listed.ended_at is not None and listed.checkpoint_at is not None
+    assert not Path("/ckpt").exists() or Path("/ckpt").is_dir()  # never created by bladekit
+
+
+def test_arguments_follow_the_signature(portal_home: Path) -> None:
+    done = bladekit("run", f"{APP}::add", "2", "--b", "3", "--twice", home=portal_home)
+    assert (done.returncode, done.stdout) == (0, "10\n"), done.stderr
+    done = bladekit("run", f"{APP}::add", "--a=4", home=portal_home)
+    assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
+    helped = bladekit("run", f"{APP}::add", "--help", home=portal_home)
+    assert helped.returncode == 0 and "--a INT" in helped.stdout and "--no-twice" in helped.stdout
+
+
+def test_a_class_with_its_own_run_method(portal_home: Path) -> None:
+    done = bladekit("run", f"{APP}::Job.run", "tests", home=portal_home)
+    assert (done.returncode, done.stdout) == (0, "ran tests\n"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("words", "says"),
+    [
+        (["missing.py::f"], "missing.py: no such file"),
+        ([f"{APP}"], "name it as"),
+        ([f"{APP}::trian"], "has no 'trian'"),
+        ([f"{APP}::Trainer"], "is a class: name one of its remote methods"),
+        ([f"{APP}::Trainer.nope"], "has no remote method 'nope'"),
+        ([f"{APP}::Model"], "is a plain class, not a bladekit function"),
+        ([f"{APP}::add", "x"], "--a 'x' is not a valid int"),
+        ([f"{APP}::add"], "needs a: give --a VALUE"),
+        ([f"{APP}::add", "1", "--c", "2"], "has no parameter --c"),
+        ([f"{APP}::add", "1", "2", "3"], "is one more"),
+    ],
+)
+def test_bad_commands_say_what_and_how_to_fix(
+    portal_home: Path, words: list[str], says: str
+) -> None:
+    done = bladekit("run", *words, home=portal_home, timeout=60)
+    assert done.returncode == 2
+    assert says in one_paragraph_error(done)
+
+
+def test_a_function_that_raises(portal_home: Path) -> None:
+    done = bladekit("run", f"{APP}::fail", "--message", "bad input 42", home=portal_home)
+    assert done.returncode == 1
+    message = one_paragraph_error(done)
+    assert "raised ValueError: bad input 42" in message and "function's own error" in message
+    saved = Path(message.split("Its traceback is in ")[1].rstrip("."))
+    assert "bad input 42" in saved.read_text()
+    (row,) = runs(portal_home)
+    assert row.state == "failed"
+
+
+def test_preempted_beyond_its_budget(portal_home: Path) -> None:
+    command = [*BLADEKIT, "run", f"{APP}::sleepy", "30"]
+    env = {**os.environ, "PORTAL_HOME": str(portal_home)}
+    with subprocess.Popen(
+        command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as process:
+        deadline = time.time() + 60
+        while not [r for r in runs(portal_home) if r.attempts]:
+            assert time.time() < deadline
+            time.sleep(0.05)
+        (row,) = runs(portal_home)
+        assert bladekit("preempt", row.run_id, "--seconds", "1", home=portal_home).returncode == 0
+        _out, err = process.communicate(timeout=60)
+    done = subprocess.CompletedProcess(command, process.returncode, _out, err)
+    assert done.returncode == 3
+    message = one_paragraph_error(done)
+    assert "max_interruptions=0" in message and "Raise max_interruptions" in message
+    assert runs(portal_home)[0].state == "preempted-out"
+
+
+def test_preempt_names_an_unknown_run(portal_home: Path) -> None:
+    done = bladekit("preempt", "bk-nope", home=portal_home)
+    assert done.returncode == 2 and "no run bk-nope" in one_paragraph_error(done)
+
+
+def test_help_starts_fast_and_imports_little(portal_home: Path) -> None:
+    started = time.monotonic()
+    done = bladekit("--help", home=portal_home)
+    assert done.returncode == 0 and "run" in done.stdout
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, bladekit.cli; print(sorted(m for m in sys.modules if m.startswith(('portal', 'cloudpickle', 'msgspec'))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert probe.stdout.strip() == "[]"
+    assert time.monotonic() - started < 10
