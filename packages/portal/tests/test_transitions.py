@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -88,6 +90,41 @@ def test_logs_follow_goes_through_a_suspension_into_the_next_attempt(portal: Por
     assert portal.state(job) == "done"
     replay = portal("logs", "-f", job)  # an ended job: its whole output, then the end
     assert replay.returncode == 0 and replay.stdout == expected
+
+
+def test_logs_replay_stdout_and_stderr_in_the_order_they_were_written(portal: PortalCli) -> None:
+    """Across a suspension and a resume, ``portal logs`` interleaves the two streams as the job
+    wrote them (stdout still to stdout, stderr to stderr); ``--stream`` picks one."""
+    job = portal("run", "--detach", "interleaved.py", "8").stdout.strip()
+    portal.wait_for_output(job, "line 2 ")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    assert portal("resume", job).returncode == 0
+    merged = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "logs", job],
+        cwd=portal.workdir,
+        env=portal.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one pipe: the order the two arrive in is the order shown
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    lines = [line for line in merged.splitlines() if not line.startswith("portal:")]
+    assert lines == [f"line {i} on {'out' if i % 2 == 0 else 'err'}" for i in range(8)]
+    both = portal("logs", job)
+    assert both.stdout.splitlines() == [f"line {i} on out" for i in range(0, 8, 2)]
+    assert [x for x in both.stderr.splitlines() if x.startswith("line")] == [
+        f"line {i} on err" for i in range(1, 8, 2)
+    ]
+    only_err = portal("logs", job, "--stream", "stderr")
+    assert only_err.stdout == ""
+    assert [x for x in only_err.stderr.splitlines() if x.startswith("line")] == [
+        f"line {i} on err" for i in range(1, 8, 2)
+    ]
+    only_out = portal("logs", job, "--stream", "stdout")
+    assert only_out.stdout == both.stdout
+    assert "line 1 on err" not in only_out.stderr
 
 
 def test_an_attached_run_keeps_progress_off_a_pipe_but_says_the_upload(portal: PortalCli) -> None:

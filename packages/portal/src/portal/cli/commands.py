@@ -22,6 +22,7 @@ from portal.cli.resume_point import resume_point
 from portal.control import silence, wording
 from portal.control.checkpoints import job_checkpoints
 from portal.control.lineage import output_cuts, superseded_attempts
+from portal.control.output_order import ordered_pieces
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
 from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
@@ -340,8 +341,12 @@ class Cli:
             time.sleep(0.1)
 
     def logs(self, options: argparse.Namespace) -> int:
+        """``portal logs JOB [-f] [--stream both|stdout|stderr]``: every attempt's output, its
+        stdout and stderr interleaved as they were written (the node's index of when each grew),
+        stdout to stdout and stderr to stderr; ``-f`` follows the job into its next attempts."""
         job = self.job(options.job)
         paths = self.plane.paths(job.id)
+        streams = ("stdout", "stderr") if options.stream == "both" else (options.stream,)
         number = 1
         seen_events = 0
         waiting = False  # following a suspended job, told once, until its next attempt starts
@@ -376,6 +381,11 @@ class Cli:
             cut = output_cuts(self.plane, job).get(number)
             out = _Tail(paths.stdout(number), limit=cut.stdout_bytes if cut else None)
             err = _Tail(paths.stderr(number), limit=cut.stderr_bytes if cut else None)
+            if "stdout" not in streams:
+                out.limit = 0
+            if "stderr" not in streams:
+                err.limit = 0
+            _replay_in_order(out, err, paths.output_index(number))
             while True:
                 running = (
                     self.plane.store.attempts(job.id)[number - 1].state is AttemptState.RUNNING
@@ -597,6 +607,20 @@ class _Tail:
         self.offset = 0
         self.limit = limit  # copy no further than this size (the rest is another's work)
 
+    def copy_range(self, stream: TextIO, start: int, end: int) -> None:
+        """Copy bytes ``start`` to ``end`` (a replay's piece), and go on from ``end``."""
+        try:
+            with self.path.open("rb") as f:
+                f.seek(start)
+                data = f.read(end - start)
+        except FileNotFoundError:
+            return
+        self.offset = start + len(data)
+        if data:
+            stream.flush()
+            stream.buffer.write(data)
+            stream.buffer.flush()
+
     def copy(self, stream: TextIO) -> None:
         left = -1 if self.limit is None else max(0, self.limit - self.offset)
         if left == 0:
@@ -612,6 +636,22 @@ class _Tail:
             stream.flush()
             stream.buffer.write(data)
             stream.buffer.flush()
+
+
+def _replay_in_order(out: _Tail, err: _Tail, index: Path) -> None:
+    """Copy what both files hold now (up to each one's limit), interleaved as it was written,
+    and leave each tail at the end of what it copied."""
+    sizes = []
+    for tail in (out, err):
+        try:
+            size = tail.path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        sizes.append(size if tail.limit is None else min(size, tail.limit))
+    pieces = ordered_pieces(index, stdout_size=sizes[0], stderr_size=sizes[1])
+    for stream, start, end in pieces:
+        tail, target = (out, sys.stdout) if stream == "stdout" else (err, sys.stderr)
+        tail.copy_range(target, start, end)
 
 
 def _interactive() -> bool:

@@ -172,6 +172,13 @@ def _parser() -> argparse.ArgumentParser:
         help="follow the job across its attempts until it ends (done, failed, lost or "
         "cancelled); while it is suspended, wait for its resume. e.g. `portal logs -f train`",
     )
+    logs.add_argument(
+        "--stream",
+        choices=("both", "stdout", "stderr"),
+        default="both",
+        help="which output: both (the default: interleaved as they were written, stdout to "
+        "stdout and stderr to stderr), or one of them. e.g. `portal logs train --stream stderr`",
+    )
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
     explain.add_argument("job", metavar="JOB")
     explain.add_argument(

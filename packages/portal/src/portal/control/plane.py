@@ -49,6 +49,10 @@ class JobPaths:
     def stderr(self, number: int) -> Path:
         return self.attempt(number) / "stderr"
 
+    def output_index(self, number: int) -> Path:
+        """When stdout and stderr grew (``portal.node.output_index``): their order on replay."""
+        return self.attempt(number) / "output.idx"
+
     def node_log(self, number: int) -> Path:
         return self.attempt(number) / "node.log"
 

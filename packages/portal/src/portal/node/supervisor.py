@@ -39,6 +39,7 @@ from portal.node.journal import Journal
 from portal.node.machine import machine_facts, purchase_of
 from portal.node.measure import child_pids
 from portal.node.observer import load_observer
+from portal.node.output_index import OutputIndex
 from portal.node.periodic import PeriodicCheckpoints
 from portal.node.runtime_link import RuntimeLink, control_socket_path
 from portal.node.spool import store_file
@@ -371,6 +372,7 @@ class Node:
             )
         stdout = self.paths.stdout(self.attempt).open("ab")
         stderr = self.paths.stderr(self.attempt).open("ab")
+        self._output = OutputIndex(self.paths.output_index(self.attempt), stdout, stderr)
         link = RuntimeLink(self.socket_path, secret)
         try:
             command = self._command()
@@ -399,6 +401,7 @@ class Node:
         finally:
             link.close()
             watcher.stop()
+            self._output.close(self.clock.now())
             stdout.close()
             stderr.close()
         try:
@@ -429,6 +432,7 @@ class Node:
             self._carry.tick(link, pause_wanted=self._notice is not None)
             self._check_periodic(link)
             self._report_progress(self._stream)
+            self._output.sample(self.clock.now())
             now = self.clock.monotonic()
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
