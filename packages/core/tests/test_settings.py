@@ -8,7 +8,7 @@ import pytest
 from portal.core.errors import InvalidSettingError, PluginError
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins
-from portal.core.settings import Settings, positive_float, setting_names, text
+from portal.core.settings import Settings, parse_duration, positive_float, setting_names, text
 from portal.core.specs import SettingSpec
 
 
@@ -208,3 +208,26 @@ def test_a_library_reading_portals_own_settings_loads_no_plugin(tmp_path: Path) 
     assert s.storage_url == "file:///s" and "acme.endpoint" not in s.values
     with pytest.raises(InvalidSettingError, match=r"unknown setting 'acme\.endpoint'"):
         Settings.load({"acme.endpoint": "x"}, environ=env, project=False, plugins=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("45", 45.0),
+        ("30s", 30.0),
+        ("10m", 600.0),
+        ("1h30m", 5400.0),
+        ("2 days", 172_800.0),
+        ("1:30:00", 5400.0),
+        ("1.5h", 5400.0),
+    ],
+)
+def test_durations_are_read_as_people_write_them(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+    assert Settings.load({"checkpoint_every": text}, environ={}).checkpoint_every == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "0", "-5m", "nan", "1e309"])
+def test_a_duration_that_is_none_is_refused_with_examples(text: str) -> None:
+    with pytest.raises(ValueError, match=r"30s, 10m, 1h30m"):
+        parse_duration(text)

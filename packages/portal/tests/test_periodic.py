@@ -139,7 +139,7 @@ def test_a_notice_during_periodic_checkpoints_is_honoured(
     assert not list((portal.home / "jobs" / job / "attempts" / "1").glob("periodic-*"))
 
 
-@pytest.mark.parametrize("value", ["abc", "0", "-5s", "1w", "10x"])
+@pytest.mark.parametrize("value", ["abc", "0", "-5s", "1x", "10x"])
 def test_bad_checkpoint_every_values_are_usage_errors(
     portal: PortalCli, job_script: str, value: str
 ) -> None:

@@ -124,24 +124,23 @@ def _control_plane(value: Any) -> str:
     raise ValueError("expected the control-plane service's http:// or https:// URL")
 
 
-_DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 #: ``checkpoint_every = auto``: every 30 minutes on a spot machine, off on any other.
 CHECKPOINT_EVERY_SPOT_S = 1800.0
 
 
 def parse_duration(value: Any) -> float:
-    """Seconds in ``30s``, ``10m``, ``1h``, ``30d`` or a plain number of seconds (``45``)."""
-    text = str(value).strip().lower()
-    unit = _DURATION_UNITS.get(text[-1:]) if text else None
-    number = text[:-1] if unit is not None else text
-    try:
-        seconds = float(number) * (unit or 1.0)
-    except ValueError:
-        raise ValueError(
-            "expected a duration such as 30s, 10m, 1h or a number of seconds"
-        ) from None
+    """Seconds in a duration as people write one: ``30s``, ``10m``, ``1h30m``, ``2 days``,
+    ``1:30:00``, or a plain number of seconds (``45``). Read by pytimeparse2 (a small, kept
+    parser of exactly this; imported when a duration is read, so start-up does not pay)."""
+    from pytimeparse2 import parse
+
+    text = str(value).strip()
+    parsed = parse(text) if text else None
+    if parsed is None:
+        raise ValueError("expected a duration such as 30s, 10m, 1h30m or a number of seconds")
+    seconds = float(parsed)
     if not 0 < seconds < float("inf"):
-        raise ValueError("expected a duration above 0 (30s, 10m, 1h)")
+        raise ValueError("expected a duration above 0 (30s, 10m, 1h30m)")
     return seconds
 
 

@@ -35,7 +35,7 @@ _CHECKPOINT_EVERY_FLAG: tuple[tuple[str, ...], dict[str, Any]] = (
     {
         "metavar": "DURATION",
         "default": None,
-        "help": "take a checkpoint every DURATION (30s, 10m, 1h, or seconds) while the job "
+        "help": "take a checkpoint every DURATION (30s, 10m, 1h30m, or seconds) while the job "
         "runs on: the script pauses only while its state is captured, the upload goes on "
         "beside it; if the machine is lost without notice, `portal resume` continues from "
         "the last one. `off` for none; `auto` (the default, setting checkpoint_every or env "
