@@ -42,3 +42,27 @@ def test_zsh_and_an_unknown_shell(portal: PortalCli) -> None:
     fish = portal("completion", "fish")
     assert fish.returncode == 64 and "invalid choice: 'fish'" in fish.stderr
     assert "Traceback" not in fish.stderr
+
+
+def test_every_flag_and_argument_says_what_it_takes_with_an_example() -> None:
+    """``portal CMD --help`` is where people look first: each option shows a real use."""
+    import argparse
+
+    from portal.cli.main import _parser
+
+    without: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, words: list[str]) -> None:
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, [*words, name])
+            elif action.dest not in ("help", "version") and "e.g. " not in (action.help or ""):
+                without.append(
+                    " ".join(
+                        [*words, action.option_strings[0] if action.option_strings else action.dest]
+                    )
+                )
+
+    walk(_parser(), ["portal"])
+    assert without == []

@@ -40,7 +40,7 @@ _CHECKPOINT_EVERY_FLAG: tuple[tuple[str, ...], dict[str, Any]] = (
         "beside it; if the machine is lost without notice, `portal resume` continues from "
         "the last one. `off` for none; `auto` (the default, setting checkpoint_every or env "
         "PORTAL_CHECKPOINT_EVERY): every 30 min on a spot machine, none elsewhere. The job keeps it for "
-        "its resumes",
+        "its resumes. e.g. --checkpoint-every 10m",
     },
 )
 
@@ -104,6 +104,25 @@ def _placement_flags(command: argparse.ArgumentParser, *, new_job: bool) -> None
     )
 
 
+def _job(command: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """The JOB argument, named the same way by every command."""
+    command.add_argument(
+        "job",
+        metavar="JOB",
+        nargs="?" if optional else None,
+        help="the job's id or the name given with --name (`portal jobs` lists them). e.g. train",
+    )
+
+
+def _json(command: argparse.ArgumentParser, what: str) -> None:
+    """``--json``: the command's answer for scripts (its schema: docs/cli-json.md)."""
+    command.add_argument(
+        "--json",
+        action="store_true",
+        help=f"{what} as JSON, for scripts (schema: docs/cli-json.md). e.g. --json",
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error's exit status Portal's (64, like every usage error) rather
     than argparse's 2, and its message in Portal's form."""
@@ -122,14 +141,23 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"portal {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run SCRIPT as a job")
-    run.add_argument("--detach", action="store_true", help="print the job id and return")
-    run.add_argument("--name", help="a unique name to refer to the job by")
+    run.add_argument(
+        "--detach", action="store_true", help="print the job id and return. e.g. --detach"
+    )
+    run.add_argument(
+        "--name", help="a unique name to refer to the job by (in place of its id). e.g. train"
+    )
     _placement_flags(run, new_job=True)
     run.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
-    run.add_argument("script", metavar="SCRIPT")
-    run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
+    run.add_argument("script", metavar="SCRIPT", help="the Python file to run. e.g. train.py")
+    run.add_argument(
+        "args",
+        metavar="ARGS",
+        nargs=argparse.REMAINDER,
+        help="the script's own arguments, as it reads them. e.g. --epochs 10",
+    )
     resume = sub.add_parser("resume", help="continue a suspended job from its last checkpoint")
-    resume.add_argument("job", metavar="JOB")
+    _job(resume)
     resume.add_argument(
         "--detach", action="store_true", help="print the job id and return. e.g. --detach"
     )
@@ -138,33 +166,45 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument(
         "--checkpoint",
         metavar="ID",
-        help="resume from this complete checkpoint, not the last one (`portal status` lists them)",
+        help="resume from this complete checkpoint, not the last one (`portal checkpoints JOB` "
+        "lists them). e.g. --checkpoint 20261205T140312.125Z-9f2c4a1b",
     )
     resume.add_argument(
         "--use-earlier",
         action="store_true",
         help="when the last checkpoint is damaged or gone, resume from the newest intact one "
-        "(its work since then is done again)",
+        "(its work since then is done again). e.g. --use-earlier",
     )
     resume.add_argument(
         "--workdir",
         metavar="DIR",
         help="run the job in DIR from now on (its files come with the checkpoint; made if "
-        "missing): for a job whose directory was moved or deleted",
+        "missing): for a job whose directory was moved or deleted. e.g. --workdir ~/train2",
     )
     notice = sub.add_parser("notice", help="deliver a preemption notice to the job's machine")
-    notice.add_argument("job", metavar="JOB")
-    notice.add_argument("--seconds", type=float, help="notice length (default 120)")
+    _job(notice)
+    notice.add_argument(
+        "--seconds",
+        type=float,
+        metavar="S",
+        help="how long before the machine goes (default 120, setting notice_default_s). "
+        "e.g. --seconds 30",
+    )
     status = sub.add_parser(
         "status", help="a job's state, attempts and last checkpoint (no JOB: every job's row)"
     )
-    status.add_argument("job", metavar="JOB", nargs="?")
-    status.add_argument("--json", action="store_true")
+    _job(status, optional=True)
+    _json(status, "the job's status (no JOB: every job's row)")
     wait = sub.add_parser("wait", help="block until the job is no longer running or pausing")
-    wait.add_argument("job", metavar="JOB")
-    wait.add_argument("--timeout", type=float, metavar="S")
+    _job(wait)
+    wait.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="give up after S seconds (exit 1, the job goes on). e.g. --timeout 60",
+    )
     logs = sub.add_parser("logs", help="the job's output across all attempts")
-    logs.add_argument("job", metavar="JOB")
+    _job(logs)
     logs.add_argument(
         "-f",
         "--follow",
@@ -180,44 +220,57 @@ def _parser() -> argparse.ArgumentParser:
         "stdout and stderr to stderr), or one of them. e.g. `portal logs train --stream stderr`",
     )
     explain = sub.add_parser("explain", help="every notice and what was decided at it")
-    explain.add_argument("job", metavar="JOB")
-    explain.add_argument(
-        "--json",
-        action="store_true",
-        help="the same as one JSON object: notices with their decisions, and the checkpoint "
-        "check's decisions",
-    )
+    _job(explain)
+    _json(explain, "the notices with their decisions, the checkpoint check's and placement's")
     jobs = sub.add_parser("jobs", help="a table of jobs")
-    jobs.add_argument("--json", action="store_true")
+    _json(jobs, "every job's row")
     plugins = sub.add_parser("plugins", help="what each installed plugin registers, and failures")
-    plugins.add_argument("--json", action="store_true")
+    _json(plugins, "what each plugin registers, and the failures")
     checkpoints = sub.add_parser(
         "checkpoints", help="a job's checkpoints: complete, incomplete, damaged or missing, and why"
     )
-    checkpoints.add_argument("job", metavar="JOB")
+    _job(checkpoints)
     checkpoints.add_argument(
-        "--verify", action="store_true", help="read and check every chunk (slow: all the bytes)"
+        "--verify",
+        action="store_true",
+        help="read and check every chunk (slow: all the bytes). e.g. --verify",
     )
-    checkpoints.add_argument("--json", action="store_true")
+    _json(checkpoints, "the job's checkpoints")
     move = sub.add_parser("move", help="pause a running job and resume it on another machine")
-    move.add_argument("job", metavar="JOB")
-    move.add_argument("--on", metavar="SPEC")
-    move.add_argument("--no-spot", action="store_true")
-    move.add_argument("--plan", action="store_true", help="show what would be done; do nothing")
+    _job(move)
+    move.add_argument(
+        "--on",
+        metavar="SPEC",
+        help="an exact offer or a kind to move it to. e.g. --on on-demand:m7i.large",
+    )
+    move.add_argument(
+        "--no-spot", action="store_true", help="on-demand machines only. e.g. --no-spot"
+    )
+    move.add_argument(
+        "--plan",
+        action="store_true",
+        help="show what would be done, with every offer's verdict; do nothing. e.g. --plan",
+    )
     cancel = sub.add_parser("cancel", help="stop a job for good (its checkpoints are kept)")
-    cancel.add_argument("job", metavar="JOB")
+    _job(cancel)
     console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
-    console.add_argument("--port", type=int, default=8470, metavar="P", help="default 8470")
+    console.add_argument(
+        "--port", type=int, default=8470, metavar="P", help="default 8470. e.g. --port 9000"
+    )
     sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
     config = sub.add_parser("config", help="the settings: each value and where it comes from")
     actions = config.add_subparsers(dest="action", required=True, metavar="ACTION")
     show = actions.add_parser("show", help="every setting's value and the layer it comes from")
-    show.add_argument("--json", action="store_true")
+    _json(show, "every setting's value and origin")
     setting = actions.add_parser("set", help="write KEY = VALUE to PORTAL_HOME/config.toml")
-    setting.add_argument("key", metavar="KEY")
-    setting.add_argument("value", metavar="VALUE")
     setting.add_argument(
-        "--project", action="store_true", help="write it to ./portal.toml (this project) instead"
+        "key", metavar="KEY", help="a setting's name (`portal config show`). e.g. cloud"
+    )
+    setting.add_argument("value", metavar="VALUE", help="its value. e.g. simulated")
+    setting.add_argument(
+        "--project",
+        action="store_true",
+        help="write it to ./portal.toml (this project) instead. e.g. --project",
     )
     # Parsed by portal.server itself (see _server_main); listed here for `portal --help`.
     sub.add_parser("server", help="the control plane as an HTTP service; token create/list/revoke")
@@ -225,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
         "completion",
         help='print a shell completion script: eval "$(portal completion bash)" in ~/.bashrc',
     )
-    completion.add_argument("shell", choices=_SHELLS, help="bash, zsh or tcsh")
+    completion.add_argument("shell", choices=_SHELLS, help="bash, zsh or tcsh. e.g. bash")
     return parser
 
 
