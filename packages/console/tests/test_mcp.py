@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
-from conftest import PortalCli
+from conftest import PortalCli, wait_state
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -141,3 +143,58 @@ def test_an_unknown_job_is_an_error_that_says_how_to_find_one(answers: dict[str,
     assert result.is_error
     text = " ".join(c.text for c in result.content)
     assert "no job 'nope': give a job id (j-...) or a job's name; `portal jobs` lists them" in text
+
+
+def test_acting_tools_only_with_the_setting_and_each_runs_the_persons_command(
+    portal: PortalCli,
+) -> None:
+    """With mcp.actions on, notice, resume and cancel appear, say they change things (cancel
+    that it ends one), and do what `portal notice|resume|cancel` do; without it they are absent
+    (the test above) and the server's instructions say how to turn them on."""
+    job = portal("run", "--detach", "--name", "acted", "steps.py", "200").stdout.strip()
+    end = time.monotonic() + 30
+    while "step 3 " not in portal("logs", job).stdout and time.monotonic() < end:
+        time.sleep(0.1)
+    acting = {k: v for k, v in portal.env.items() if k.startswith(("PORTAL_", "PATH"))}
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "portal.cli", "mcp"],
+        env={**acting, "PORTAL_MCP_ACTIONS": "1"},
+        cwd=portal.workdir,
+    )
+
+    async def session() -> tuple[list[Any], Any, Any]:
+        async with Client(server) as client:
+            tools = list((await client.list_tools()).tools)
+            noticed = await client.call_tool("notice", {"job": "acted"})
+            wait_state(portal, job, "suspended")
+            resumed = await client.call_tool("resume", {"job": "acted"})
+            return tools, noticed, resumed
+
+    tools, noticed, resumed = asyncio.run(session())
+    hints = {t.name: t.annotations for t in tools}
+    assert sorted(hints) == ["cancel", "explain", "jobs", "logs", "notice", "resume", "status"]
+    for name in ("notice", "resume", "cancel"):
+        assert hints[name] is not None and hints[name].read_only_hint is False, name
+    assert hints["cancel"].destructive_hint is True  # type: ignore[union-attr]
+    assert hints["notice"].destructive_hint is False  # type: ignore[union-attr]
+    assert structured(noticed)["command"] == "portal notice acted"
+    assert structured(resumed)["exit_code"] == 0
+    wait_state(portal, job, "done")
+    plain = subprocess.run(
+        [sys.executable, "steps.py", "200"],
+        cwd=portal.workdir,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert portal("logs", job).stdout == plain.stdout
+
+    async def cancel_unknown() -> Any:
+        async with Client(server) as client:
+            return await client.call_tool("cancel", {"job": "nope"})
+
+    refused = asyncio.run(cancel_unknown())
+    assert refused.is_error
+    text = refused.content[0].text  # type: ignore[union-attr]
+    assert "`portal cancel nope` did not do it: portal: no job 'nope'" in text

@@ -2,12 +2,21 @@
 
 Its tools answer with the very objects the CLI prints: ``status(job)`` is ``portal status
 --json`` (``carry`` included), ``explain(job)`` the data behind ``portal explain``, ``logs(job)``
-each attempt's output, ``jobs()`` what ``portal jobs`` lists. Read-only: an agent learns what a
-job is doing and why; it suspends or resumes nothing.
+each attempt's output, ``jobs()`` what ``portal jobs`` lists. Read-only by default: an agent
+learns what a job is doing and why; it suspends or resumes nothing.
+
+With the setting ``mcp.actions`` on (``PORTAL_MCP_ACTIONS=1``, or ``portal config set mcp.actions
+true``), three more tools act: ``notice(job)``, ``resume(job)`` and ``cancel(job)``. Each runs the
+very command a person would (``portal notice|resume --detach|cancel JOB``), in its own process
+with this server's environment, and answers with its exit status and words; annotated as
+changing things (cancel as destructive), so a client asks its user first.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,11 +28,17 @@ from mcp.types import ToolAnnotations
 from portal.control.views import JobViews
 from portal.core.errors import PortalError
 
-__all__ = ["build_server", "serve"]
+__all__ = ["ACTIONS_SETTING", "build_server", "serve"]
 
 #: Every tool reads the control plane and changes nothing, in Portal or beyond it: a client may
 #: call them without asking its user.
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+#: Tools that change a job (a pause, a new attempt): a client should ask its user first.
+_ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+#: Cancelling ends a job for good.
+_ENDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+#: The setting that adds the acting tools.
+ACTIONS_SETTING = "mcp.actions"
 
 _INSTRUCTIONS = (
     "Portal keeps long-running Python jobs alive on spot machines. jobs() lists the jobs; "
@@ -33,9 +48,14 @@ _INSTRUCTIONS = (
 )
 
 
-def build_server(views: JobViews) -> MCPServer[Any]:
-    """The MCP server over ``views``' control plane."""
-    server: MCPServer[Any] = MCPServer("portal", instructions=_INSTRUCTIONS)
+def build_server(views: JobViews, *, actions: bool | None = None) -> MCPServer[Any]:
+    """The MCP server over ``views``' control plane; with ``actions`` (default: the setting
+    ``mcp.actions``), its notice, resume and cancel tools too."""
+    if actions is None:
+        actions = bool(views.plane.settings.values.get(ACTIONS_SETTING, False))
+    server: MCPServer[Any] = MCPServer(
+        "portal", instructions=_INSTRUCTIONS + (_ACTING if actions else _READING)
+    )
 
     @server.tool(annotations=_READ_ONLY)
     def jobs() -> list[dict[str, Any]]:
@@ -65,7 +85,67 @@ def build_server(views: JobViews) -> MCPServer[Any]:
         with _told():
             return views.logs(views.job(job), max_bytes=max_bytes, last_frames=True)
 
+    if actions:
+        _add_actions(server, views)
     return server
+
+
+_READING = (
+    " These tools only read; notice, resume and cancel are off (the setting mcp.actions turns "
+    "them on)."
+)
+_ACTING = (
+    " notice(job) asks a running job to pause at a safe point and suspend (as a spot notice "
+    "does); resume(job) continues a suspended job from its last checkpoint; cancel(job) stops a "
+    "job for good (its checkpoints are kept). Ask the user before each."
+)
+
+
+def _add_actions(server: MCPServer[Any], views: JobViews) -> None:
+    """notice, resume and cancel: each the person's own command, run as they would run it."""
+
+    @server.tool(annotations=_ACTS)
+    def notice(job: str, seconds: float | None = None) -> dict[str, Any]:
+        """Deliver a preemption notice to the job's machine: it pauses at a safe point, is
+        checkpointed and suspended (`portal notice JOB [--seconds S]`)."""
+        extra = [] if seconds is None else ["--seconds", str(seconds)]
+        return _command(views, "notice", job, *extra)
+
+    @server.tool(annotations=_ACTS)
+    def resume(job: str) -> dict[str, Any]:
+        """Continue a suspended job from its last checkpoint, detached (`portal resume JOB
+        --detach`)."""
+        return _command(views, "resume", job, "--detach")
+
+    @server.tool(annotations=_ENDS)
+    def cancel(job: str) -> dict[str, Any]:
+        """Stop a job for good; its checkpoints are kept (`portal cancel JOB`)."""
+        return _command(views, "cancel", job)
+
+
+def _command(views: JobViews, *words: str) -> dict[str, Any]:
+    """``portal WORDS`` in a process of its own, with this server's PORTAL_HOME and settings:
+    ``{"command", "exit_code", "stdout", "stderr"}``; a refusal is an error with its words."""
+    env = {**os.environ, "PORTAL_HOME": str(views.plane.settings.home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "portal.cli", *words],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    answer = {
+        "command": " ".join(["portal", *words]),
+        "exit_code": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+    }
+    if done.returncode != 0:
+        words_said = done.stderr.strip() or f"exit status {done.returncode}"
+        raise ToolError(f"`{answer['command']}` did not do it: {words_said}")
+    return answer
 
 
 @contextmanager

@@ -227,6 +227,14 @@ CORE_SETTINGS: tuple[SettingSpec, ...] = (
         "PORTAL_CHECKPOINT_INDEPENDENT_EVERY",
         "every this many checkpoints, one is a full copy",
     ),
+    # Off, an agent over `portal mcp` reads (jobs, status, explain, logs) and changes nothing.
+    _core(
+        "mcp.actions",
+        boolean,
+        False,
+        "PORTAL_MCP_ACTIONS",
+        "portal mcp's notice, resume and cancel tools (off: it only reads)",
+    ),
 )
 _CORE = {spec.name: spec for spec in CORE_SETTINGS}
 
