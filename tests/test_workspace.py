@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +94,57 @@ def test_a_storage_plugin_installed_from_examples_holds_checkpoints_and_volumes(
     again.mount(tmp_path / "mnt2")
     again.reload()
     assert (tmp_path / "mnt2" / "weights.bin").read_bytes() == b"w" * 1000
+
+
+_ADD_APP = """
+import bladekit
+
+app = bladekit.app("hello")
+
+
+@app.function()
+def add(a: int, b: int) -> int:
+    return a + b
+"""
+
+
+def test_bladekit_runs_are_listed_by_portal_jobs(tmp_path: Path) -> None:
+    """bladekit's plugin (its entry point in the ``portal`` group) lists its runs beside
+    Portal's jobs: a run made by the real ``bladekit run`` is a row of ``portal jobs``."""
+    (tmp_path / "add_app.py").write_text(_ADD_APP)
+    env = {**os.environ, "PORTAL_HOME": str(tmp_path / "home")}
+    bin_dir = Path(sys.executable).parent
+    done = subprocess.run(
+        [str(bin_dir / "bladekit"), "run", "add_app.py::add", "2", "3"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
+    listed = subprocess.run(
+        [str(bin_dir / "portal"), "jobs", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (row,) = json.loads(listed.stdout)
+    assert (row["source"], row["name"], row["state"]) == ("bladekit", "hello.add", "done")
+    assert row["attempts"] == 1 and row["recoveries"] == 0 and row["ended_at"] is not None
+    table = subprocess.run(
+        [str(bin_dir / "portal"), "jobs"], env=env, capture_output=True, text=True, check=True
+    )
+    assert "hello.add" in table.stdout and "bladekit hello::add" in table.stdout
+    plugins = subprocess.run(
+        [str(bin_dir / "portal"), "plugins", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    kinds = {(r["kind"], r["distribution"]) for r in json.loads(plugins.stdout)["registered"]}
+    assert ("job listing", "portal-bladekit") in kinds

@@ -34,3 +34,27 @@ def test_a_clock_time_is_utc_and_says_so() -> None:
     at = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
     assert units.clock(at) == "22:13:20 UTC"
     assert units.clock(at) == time.strftime("%H:%M:%S UTC", time.gmtime(at))
+
+
+def test_ages_in_one_unit_and_durations_in_two() -> None:
+    from portal.core.units import age, ago, duration
+
+    assert [age(s) for s in (0, 59, 60, 3599, 3600, 90_000)] == [
+        "0s",
+        "59s",
+        "1m",
+        "59m",
+        "1h",
+        "1d",
+    ]
+    assert [duration(s) for s in (0, 45, 750, 3600, 5400, 5401, 200_000)] == [
+        "0s",
+        "45s",
+        "12m30s",
+        "1h",
+        "1h30m",
+        "1h30m",
+        "2d7h",
+    ]
+    assert ago(30) == "less than a minute ago" and ago(60) == "1 minute ago"
+    assert ago(7200) == "2 hours ago"

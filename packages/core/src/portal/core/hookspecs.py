@@ -240,6 +240,25 @@ def portal_machine_vcpus(
 
 
 @hookspec
+def portal_job_listings(home: str) -> list[dict[str, Any]]:
+    """Jobs another tool ran with this Portal home, listed beside Portal's own by ``portal
+    jobs`` (and ``--json``, the console, the MCP server): bladekit's runs, a scheduler's tasks.
+
+    :param home: Portal's home folder (``PORTAL_HOME``), where such a tool keeps its records.
+    :return: one row per job with the keys of ``portal jobs --json`` (docs/cli-json.md), its
+        ``source`` the tool's name; ``status``, ``logs`` and ``resume`` stay that tool's own. A
+        plugin that fails is logged and lists nothing (Portal's jobs are listed all the same).
+
+    Example::
+
+        @hookimpl
+        def portal_job_listings(home):
+            return [acme_row(task) for task in acme.tasks(home)]
+    """
+    raise NotImplementedError
+
+
+@hookspec
 def portal_event(event: Event) -> None:
     """Observe every event Portal records for a job (notice, suspended, resumed, warnings...).
 

@@ -182,6 +182,7 @@ _ANSWERING = (
     ("portal_key_store", "key store", "supplies the store of job keys"),
     ("portal_machine_exists", "machine check", "says whether a silent job's machine still exists"),
     ("portal_machine_vcpus", "vCPU listing", "lists a machine type's vCPUs no catalog knows"),
+    ("portal_job_listings", "job listing", "lists another tool's jobs beside Portal's"),
     ("portal_event", "event observer", "is told of every job event"),
 )
 
@@ -368,6 +369,22 @@ class Plugins:
         args = {"provider": provider, "machine_type": machine_type, "settings": settings or {}}
         answer = self._first_answer("portal_machine_vcpus", args, "vCPU listing")
         return None if answer is None else int(answer)
+
+    def job_listings(self, home: str) -> list[dict[str, Any]]:
+        """Every plugin's rows of other tools' jobs (see the hook); a plugin that fails, or
+        answers with something that is not a list of rows, is logged and lists nothing."""
+        rows: list[dict[str, Any]] = []
+        for impl in self.pm.hook.portal_job_listings.get_hookimpls():
+            try:
+                given: Any = impl.function(*[{"home": home}[arg] for arg in impl.argnames])
+                answer = list(given or [])
+                if not all(isinstance(row, dict) for row in answer):
+                    raise TypeError("each row must be a dict of portal jobs --json's keys")
+            except Exception:
+                log.exception("job listing of %s failed", self.distribution_of(impl.plugin_name))
+                continue
+            rows.extend(answer)
+        return rows
 
     def emit(self, event: Any) -> None:
         """Tell every ``portal_event`` observer; an observer's failure is logged, never raised."""

@@ -207,7 +207,10 @@ class JobViews:
         list, the MCP's ``jobs``). Read from the control plane alone (its attempts and events),
         so a job whose key or store is elsewhere is listed like any other; ``status`` is the
         exact account of a job's checkpoints, which reads the store."""
-        return [self._job_row(job) for job in self.plane.store.list_jobs()]
+        rows = [self._job_row(job) for job in self.plane.store.list_jobs()]
+        # Other tools' jobs under this home (bladekit's runs), through the plugins that list them.
+        rows.extend(self.plane.plugins.job_listings(str(self.plane.home)))
+        return sorted(rows, key=lambda row: float(row.get("created_at") or 0.0))
 
     def _job_row(self, job: Job) -> dict[str, Any]:
         attempts = self.plane.store.attempts(job.id)
@@ -232,6 +235,7 @@ class JobViews:
             "machine": attempts[-1].machine if attempts else None,
             "last_checkpoint": _last_recorded(events),
             "carry": _carry_word(carry),
+            "source": "portal",
         }
 
     # --- explain and the timeline ---------------------------------------------------------------

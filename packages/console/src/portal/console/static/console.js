@@ -47,8 +47,15 @@ async function pollJobs() {
       ...jobs.map((job) =>
         el(
           "tr",
-          { "data-job": job.job },
-          el("td", {}, el("a", { href: `/jobs/${encodeURIComponent(job.job)}` }, job.job)),
+          { "data-job": job.job, "data-source": job.source },
+          // Another tool's job (a bladekit run) has no run page here: its own tool shows it.
+          el(
+            "td",
+            {},
+            job.source === "portal"
+              ? el("a", { href: `/jobs/${encodeURIComponent(job.job)}` }, job.job)
+              : el("span", { title: `a ${job.source} run` }, job.job, ` (${job.source})`),
+          ),
           el("td", {}, job.name || "-"),
           el("td", {}, stateBadge(job.state)),
           el("td", {}, job.attempts),
