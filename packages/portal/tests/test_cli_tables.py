@@ -16,7 +16,8 @@ def _documented_keys(heading: str) -> set[str]:
     """The keys docs/cli-json.md's table under ``heading`` lists (its first column)."""
     doc = (Path(__file__).resolve().parents[3] / "docs" / "cli-json.md").read_text()
     section = doc.split(heading, 1)[1].split("\n## ", 1)[0]
-    return set(re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE))
+    first_cells = re.findall(r"^\| ([^|]+) \|", section, flags=re.MULTILINE)
+    return {key for cell in first_cells for key in re.findall(r"`([a-z_]+)`", cell)}
 
 
 def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
@@ -36,6 +37,17 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     checkpoint = json.loads(portal("status", "--json", job).stdout)["last_checkpoint"]
     assert (last["id"], last["bytes"]) == (checkpoint["id"], checkpoint["bytes"])
     assert set(row) == _documented_keys("## `portal jobs --json`")
+    status = json.loads(portal("status", "--json", job).stdout)
+    assert set(status) == _documented_keys("## `portal status JOB --json`")
+    assert set(status["attempts"][0]) == {
+        "number",
+        "machine",
+        "state",
+        "started_at",
+        "ended_at",
+        "exit_code",
+        "resumed_from",
+    }
     header, line = portal("jobs").stdout.splitlines()
     assert "\x1b" not in header + line  # no colour into a pipe
     assert header.split() == [
@@ -61,7 +73,8 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     assert re.fullmatch(r"\d+[smhd]", cells[12]) and cells[13] == "ago"
     assert cells[14:] == [row["carry"] or "-", "count.py"]
     assert header.index("STATE") == line.index("done")  # columns aligned under their heads
-    assert portal("status").stdout.splitlines()[0] == header  # no job: every job's row
+    # no job: every job's row (a column as wide as its values: ages grow)
+    assert portal("status").stdout.splitlines()[0].split() == header.split()
     assert json.loads(portal("status", "--json").stdout) == [row]
     explained = json.loads(portal("explain", "--json", "twice").stdout)
     (notice,) = explained["notices"]
