@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.control.carry import carry_state
-from portal.control.checkpoints import STORED_KINDS
 from portal.control.views import JobViews
 from portal.core.domain import Job
 from portal.core.errors import PortalError
@@ -49,48 +47,6 @@ def keyless_job(views: JobViews, ref: str) -> tuple[Job, str | None]:
 
 
 def keyless_status(views: JobViews, job: Job) -> dict[str, Any]:
-    """``portal status --json``'s object as far as the records tell it: the last checkpoint is
-    the last one recorded stored (not checked against the store), and the listings that need
-    the store (incomplete, damaged, kept checkpoints) are empty."""
-    store = views.plane.store
-    events = [event for _, event in store.events(job.id)]
-    last = None
-    for event in events:
-        ckpt = event.data.get("checkpoint")
-        if event.kind in STORED_KINDS and isinstance(ckpt, str) and ckpt:
-            size = event.data.get("stored_bytes", event.data.get("bytes"))
-            last = {
-                "id": ckpt,
-                "bytes": int(size) if isinstance(size, int | float) else 0,
-                "created_at": event.at,
-            }
-    started = [e.data.get("workdir") for e in events if e.kind == "started"]
-    workdirs = [w for w in started if isinstance(w, str) and w]
-    return {
-        "job": job.id,
-        "name": job.name,
-        "state": str(job.state),
-        "script": job.script,
-        "args": list(job.args),
-        "workdir": workdirs[-1] if workdirs else job.workdir,
-        "attempts": [
-            {
-                "number": a.number,
-                "machine": a.machine,
-                "state": str(a.state),
-                "started_at": a.started_at,
-                "ended_at": a.ended_at,
-                "exit_code": a.exit_code,
-                "resumed_from": a.resumed_from,
-            }
-            for a in store.attempts(job.id)
-        ],
-        "last_checkpoint": last,
-        "last_heard": store.last_heard(job.id),
-        "waiting_for": None,
-        "incomplete_checkpoints": [],
-        "damaged_checkpoints": [],
-        "kept_checkpoint": None,
-        "carry": carry_state(events),
-        "lost_during_notice": False,
-    }
+    """``portal status --json``'s object as far as the records tell it (see
+    :meth:`JobViews.status`'s ``recorded_only``)."""
+    return views.status(job, recorded_only=True)

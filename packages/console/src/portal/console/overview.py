@@ -29,10 +29,10 @@ def overview(
     if checkpoint is None:
         saved = "none complete"
     else:
-        saved = (
-            f"{checkpoint['id']} ({units.size(checkpoint['bytes'])}, "
-            f"{units.clock(checkpoint['created_at'])})"
+        size = (
+            "size not recorded" if checkpoint["bytes"] is None else units.size(checkpoint["bytes"])
         )
+        saved = f"{checkpoint['id']} ({size}, {units.clock(checkpoint['created_at'])})"
         if key_elsewhere is not None:
             saved += ", as recorded (not verified: the key is elsewhere)"
     return [

@@ -148,14 +148,28 @@ class JobViews:
                 return workdir
         return job.workdir
 
-    def status(self, job: Job) -> dict[str, Any]:
-        """The object ``portal status --json`` prints (and the MCP's ``status(job)`` returns)."""
+    def status(self, job: Job, *, recorded_only: bool = False) -> dict[str, Any]:
+        """The object ``portal status --json`` prints (and the MCP's ``status(job)`` returns).
+
+        ``recorded_only``: as far as the control plane's records tell it, for a reader without
+        the job's key (the checkpoint store needs it): the last checkpoint is the last one
+        recorded stored, not checked against the store, and the listings that need the store
+        (incomplete, damaged, kept checkpoints; what a silent job waits for) are empty."""
         attempts = self.plane.store.attempts(job.id)
         events = [e for _, e in self.plane.store.events(job.id)]
-        checkpoints = job_checkpoints(self.plane, self.store, job.id, events=events)
-        usable = [c for c in checkpoints if c.resumable]
-        latest = usable[-1] if usable else None
         heard = self.plane.store.last_heard(job.id)
+        if recorded_only:
+            checkpoints: list[Any] = []
+            last_checkpoint = _last_recorded(events)
+        else:
+            checkpoints = job_checkpoints(self.plane, self.store, job.id, events=events)
+            usable = [c for c in checkpoints if c.resumable]
+            latest = usable[-1] if usable else None
+            last_checkpoint = (
+                None
+                if latest is None
+                else {"id": latest.id, "bytes": latest.bytes, "created_at": latest.created_at}
+            )
         return {
             "job": job.id,
             "name": job.name,
@@ -175,11 +189,9 @@ class JobViews:
                 }
                 for a in attempts
             ],
-            "last_checkpoint": None
-            if latest is None
-            else {"id": latest.id, "bytes": latest.bytes, "created_at": latest.created_at},
+            "last_checkpoint": last_checkpoint,
             "last_heard": heard,
-            "waiting_for": _waiting_for(self.plane, job),
+            "waiting_for": None if recorded_only else _waiting_for(self.plane, job),
             "incomplete_checkpoints": [
                 {
                     "id": c.id,
@@ -195,7 +207,7 @@ class JobViews:
                 for c in checkpoints
                 if c.state in ("damaged", "missing")
             ],
-            "kept_checkpoint": _kept(events),
+            "kept_checkpoint": None if recorded_only else _kept(events),
             "carry": carry_state(events),
             "lost_during_notice": _lost_during_notice(self.plane, job, attempts),
         }
