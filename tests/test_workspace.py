@@ -113,38 +113,26 @@ def test_bladekit_runs_are_listed_by_portal_jobs(tmp_path: Path) -> None:
     Portal's jobs: a run made by the real ``bladekit run`` is a row of ``portal jobs``."""
     (tmp_path / "add_app.py").write_text(_ADD_APP)
     env = {**os.environ, "PORTAL_HOME": str(tmp_path / "home")}
-    bin_dir = Path(sys.executable).parent
-    done = subprocess.run(
-        [str(bin_dir / "bladekit"), "run", "add_app.py::add", "2", "3"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+
+    def command(*words: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(Path(sys.executable).parent / words[0]), *words[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    done = command("bladekit", "run", "add_app.py::add", "2", "3")
     assert (done.returncode, done.stdout) == (0, "5\n"), done.stderr
-    listed = subprocess.run(
-        [str(bin_dir / "portal"), "jobs", "--json"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    (row,) = json.loads(listed.stdout)
+    (row,) = json.loads(command("portal", "jobs", "--json").stdout)
     assert (row["source"], row["name"], row["state"]) == ("bladekit", "hello.add", "done")
     assert row["attempts"] == 1 and row["recoveries"] == 0 and row["ended_at"] is not None
-    table = subprocess.run(
-        [str(bin_dir / "portal"), "jobs"], env=env, capture_output=True, text=True, check=True
-    )
-    assert "hello.add" in table.stdout and "bladekit hello::add" in table.stdout
-    plugins = subprocess.run(
-        [str(bin_dir / "portal"), "plugins", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    kinds = {(r["kind"], r["distribution"]) for r in json.loads(plugins.stdout)["registered"]}
-    assert ("job listing", "portal-bladekit") in kinds
+    table = command("portal", "jobs").stdout
+    assert "hello.add" in table and "bladekit hello::add" in table
+    registered = json.loads(command("portal", "plugins", "--json").stdout)["registered"]
+    assert ("job listing", "portal-bladekit") in {
+        (r["kind"], r["distribution"]) for r in registered
+    }

@@ -238,19 +238,7 @@ def _parser() -> argparse.ArgumentParser:
     _json(checkpoints, "the job's checkpoints")
     move = sub.add_parser("move", help="pause a running job and resume it on another machine")
     _job(move)
-    move.add_argument(
-        "--on",
-        metavar="SPEC",
-        help="an exact offer or a kind to move it to. e.g. --on on-demand:m7i.large",
-    )
-    move.add_argument(
-        "--no-spot", action="store_true", help="on-demand machines only. e.g. --no-spot"
-    )
-    move.add_argument(
-        "--plan",
-        action="store_true",
-        help="show what would be done, with every offer's verdict; do nothing. e.g. --plan",
-    )
+    _placement_flags(move, new_job=False)
     cancel = sub.add_parser("cancel", help="stop a job for good (its checkpoints are kept)")
     _job(cancel)
     console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
