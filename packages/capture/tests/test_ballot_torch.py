@@ -1,7 +1,8 @@
 """The pause ballot over torch's own store and counters, with real DDP ranks (gloo, CPU,
 127.0.0.1, a port from the OS): every rank agrees on one count, arriving skewed, and no rank
 hangs; the default group's counter counts DDP's bucket all-reduces (a guard against a torch
-change: the ballot compares these counts)."""
+change: the ballot compares these counts). And the objects a program holds: an async
+collective in flight defers a pause, a completed one and the default group travel."""
 
 from __future__ import annotations
 
@@ -87,3 +88,29 @@ def test_the_groups_counter_counts_ddps_bucket_all_reduces(tmp_path: Path) -> No
     (issued,) = first["issued"]
     # Per step several buckets (16x16 layers, 1 kB buckets), plus DDP's start-up broadcasts.
     assert issued >= 6 * 4, issued
+
+
+def test_an_async_collective_in_flight_defers_and_a_completed_one_travels(
+    tmp_path: Path,
+) -> None:
+    script = Path(__file__).parent / "torch_scripts" / "held_objects.py"
+    port = _free_port()
+    outs = [tmp_path / f"held{r}.json" for r in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(r), str(port), str(outs[r])],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        )
+        for r in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err[-2000:]
+    seen = json.loads(outs[0].read_text())
+    assert seen["in_flight"].startswith("an asynchronous collective (async_op=True) is still")
+    assert seen["ready_before"] is False and seen["ready_after"] is True
+    assert seen["completed"] is True
+    assert seen["result"] == [[3.0, 3.0, 3.0, 3.0]]  # 1 + 2, as the original Work holds it
+    assert seen["group_is_default"] is True

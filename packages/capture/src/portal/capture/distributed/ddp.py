@@ -28,8 +28,9 @@ from portal.core.errors import CapturePortalError
 __all__ = ["DistributedUnsupportedError", "bucket_layout", "rebuild_ddp", "reduce_ddp"]
 
 
-class DistributedUnsupportedError(CapturePortalError):
-    """A torch.distributed object Portal cannot re-create at resume."""
+class DistributedUnsupportedError(CapturePortalError, TypeError):
+    """A torch.distributed object Portal cannot re-create at resume (a ``TypeError`` too: what
+    a reducer raises for a value a checkpoint cannot carry, so it is reported by name)."""
 
     code: ClassVar[str] = "CAPTURE_DISTRIBUTED_UNSUPPORTED"
 
