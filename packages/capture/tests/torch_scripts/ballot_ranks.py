@@ -60,7 +60,9 @@ for step in range(steps):
         time.sleep(skew.random() * 0.01)
         count = issued_counts([group])
         ballot.publish_issued(rank, count)
+        asked = time.perf_counter()
         outcome = agree(ballot, rank, count, deadline=time.monotonic() + 20)
+        result.setdefault("agree_s", []).append(time.perf_counter() - asked)
         if outcome == "pause":
             dist.barrier()  # the drain: symmetric, as every rank agreed
             result["paused"] = {"step": step, "count": list(count)}
