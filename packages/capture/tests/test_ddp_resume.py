@@ -27,7 +27,14 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _ranks(mode: str, world: int, pause: int, folder: Path, layout: str = "recorded") -> list:
+def _ranks(
+    mode: str,
+    world: int,
+    pause: int,
+    folder: Path,
+    layout: str = "recorded",
+    subgroups: bool = False,
+) -> list:
     port = _port()
     procs = [
         subprocess.Popen(
@@ -43,6 +50,7 @@ def _ranks(mode: str, world: int, pause: int, folder: Path, layout: str = "recor
                 str(folder / "parts"),
                 str(folder / f"{mode}{rank}.json"),
                 layout,
+                "1" if subgroups else "0",
             ],
             stderr=subprocess.PIPE,
             text=True,
@@ -82,3 +90,15 @@ def test_with_ddps_initial_layout_three_ranks_would_differ(
     resumed = _ranks("resume", 3, 9, tmp_path, layout="initial")
     assert resumed[0]["log"][:9] == plain[3][0]["log"][:9]  # the same run up to the pause
     assert resumed != plain[3]  # and another sum order after it
+
+
+def test_groups_made_with_new_group_are_replayed_before_the_state_loads(tmp_path: Path) -> None:
+    """Three ranks also all-reduce on two subgroups ({0, 1} and {1, 2}) they hold in their
+    state; resumed in new processes, each rank replays the group log on the new rendezvous, its
+    state's references point at the new groups, and every logged value is as before."""
+    (tmp_path / "plain").mkdir()
+    plain = _ranks("plain", 3, 0, tmp_path / "plain", subgroups=True)
+    assert any(line.startswith("g12:") for line in plain[2]["log"])
+    _ranks("pause", 3, 6, tmp_path, subgroups=True)
+    resumed = _ranks("resume", 3, 6, tmp_path, subgroups=True)
+    assert resumed == plain

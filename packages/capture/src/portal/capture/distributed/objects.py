@@ -1,9 +1,8 @@
 """torch.distributed objects a program may hold, as a checkpoint carries them: by what they
 are, never by their C++ insides (reducers keyed by type name, like the tensors').
 
-- the default process group travels as "the default group", and is this process's default group
-  once the resumed rank has made it again; another group is refused by name until groups made
-  by ``new_group`` are replayed at resume;
+- a process group travels as "the default group" or "group #k of the log" of the groups the
+  program made (:mod:`.groups`), and is that group again once the resumed rank replayed the log;
 - a completed ``Work`` (``async_op=True``) travels as completed, with its result; one still in
   flight defers the pause (:class:`~portal.core.specs.WaitForSafePoint`) until a line after its
   ``wait()``: a collective cannot be cut in half.
@@ -14,7 +13,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from portal.capture.distributed.ddp import DistributedUnsupportedError
 from portal.core.specs import WaitForSafePoint
 
 __all__ = ["CompletedWork", "default_group", "reduce_group", "reduce_work"]
@@ -29,14 +27,11 @@ def default_group() -> Any:
     return _distributed().distributed_c10d._get_default_group()
 
 
-def reduce_group(group: Any) -> tuple[Any, tuple[()]]:
-    if group is not default_group():
-        raise DistributedUnsupportedError(
-            "a process group other than the default one (made by new_group) cannot be "
-            "re-created at resume yet; keep the default group only, or checkpoint in your own "
-            "code with torch.distributed.checkpoint"
-        )
-    return default_group, ()
+def reduce_group(group: Any) -> tuple[Any, tuple[Any, ...]]:
+    """A process group: the default one, or one of the logged groups (see :mod:`.groups`)."""
+    from portal.capture.distributed import groups
+
+    return groups.reduce_group(group)
 
 
 class CompletedWork:
