@@ -123,7 +123,19 @@ def test_the_cli_without_a_token_is_refused_with_the_way_in(
     assert "has no token; set PORTAL_TOKEN" in done.stderr and "[UNAUTHORIZED]" in done.stderr
     ok = portal(tmp_path / "cli", "jobs", env=server.env())
     assert ok.returncode == 0, ok.stderr
-    assert ok.stdout.split() == ["JOB", "NAME", "STATE", "ATTEMPTS", "MACHINE", "SCRIPT", "AGE"]
+    assert ok.stdout.split() == [
+        "JOB",
+        "NAME",
+        "SUBMITTED",
+        "DURATION",
+        "STATE",
+        "MACHINE",
+        "ATTEMPTS",
+        "LAST",
+        "CHECKPOINT",
+        "CARRY",
+        "SCRIPT",
+    ]
 
 
 def test_an_unreachable_control_plane_is_named(tmp_path: Path) -> None:

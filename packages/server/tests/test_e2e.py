@@ -22,7 +22,8 @@ _VARYING = [
     (re.compile(r"\b\d{8}T\d{6}(\.\d+)?Z-[0-9a-f]+\b"), "CHECKPOINT"),
     (re.compile(r"\b\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?Z?"), "DATETIME"),
     (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "TIME"),
-    (re.compile(r"\b\d+[smhd]$", re.MULTILINE), "AGE"),  # `portal jobs`' last column
+    # `portal jobs`' ages and durations (9s ago, 1m30s)
+    (re.compile(r"\b(\d+[dhm])?\d+[dhms]\b"), "AGE"),
     (re.compile(r"\b\d+(\.\d+)? ?(ms|s|min)\b"), "DURATION"),
     (re.compile(r"\b\d+(\.\d+)? ?(B|bytes|kB|MB|GB|KiB|MiB|GiB)\b"), "SIZE"),
     (re.compile(r"\b\d+ (second|minute|hour)s? ago\b"), "AGO"),
@@ -36,6 +37,8 @@ def _same_modulo_ids_and_times(value: Any) -> Any:
     if isinstance(value, str):
         for pattern, replacement in _VARYING:
             value = pattern.sub(replacement, value)
+        # A table's column is as wide as its widest value, which the names above replaced.
+        value = re.sub(r" {2,}", "  ", value)
     return value
 
 

@@ -53,14 +53,24 @@ def _parser() -> argparse.ArgumentParser:
         "--db",
         metavar="DB",
         help="the store: sqlite (PORTAL_HOME/portal.db), a SQLite file's path, or a "
-        "postgresql:// URL (default: PORTAL_CONTROL_DB, else sqlite)",
-    )
-    parser.add_argument("--host", default=DEFAULT_HOST, help=f"default {DEFAULT_HOST}")
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, metavar="P", help=f"default {DEFAULT_PORT}"
+        "postgresql:// URL (default: PORTAL_CONTROL_DB, else sqlite). e.g. --db sqlite",
     )
     parser.add_argument(
-        "--tokens", metavar="FILE", help=f"the tokens file (default PORTAL_HOME/{TOKENS_NAME})"
+        "--host",
+        default=DEFAULT_HOST,
+        help=f"the address to listen on (default {DEFAULT_HOST}). e.g. --host 10.0.0.5",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="P",
+        help=f"default {DEFAULT_PORT}. e.g. --port 9000",
+    )
+    parser.add_argument(
+        "--tokens",
+        metavar="FILE",
+        help=f"the tokens file (default PORTAL_HOME/{TOKENS_NAME}). e.g. --tokens ./tokens.json",
     )
     parser.add_argument(
         "--tls-cert",
@@ -69,13 +79,17 @@ def _parser() -> argparse.ArgumentParser:
         "--tls-cert server.pem --tls-key server.key; clients that do not trust its CA set "
         "PORTAL_CONTROL_CA to the CA's certificate",
     )
-    parser.add_argument("--tls-key", metavar="FILE", help="the private key of --tls-cert (PEM)")
+    parser.add_argument(
+        "--tls-key",
+        metavar="FILE",
+        help="the private key of --tls-cert (PEM). e.g. --tls-key server.key",
+    )
     parser.add_argument(
         "--rate-limit",
         type=_rate,
         metavar="N",
         help="requests a second each user may send on average (bursts of ten times that); "
-        "0 for no limit (default 100)",
+        "0 for no limit (default 100). e.g. --rate-limit 20",
     )
     sub = parser.add_subparsers(dest="action", metavar="token")
     token = sub.add_parser("token", help="create, list or revoke users' tokens")
@@ -87,26 +101,32 @@ def _parser() -> argparse.ArgumentParser:
     ):
         one = verbs.add_parser(verb, help=text)
         if verb != "list":
-            one.add_argument("user", metavar="USER")
+            one.add_argument("user", metavar="USER", help="the user's name. e.g. alice")
         # Its own dest: `portal server --tokens F token list` must keep F.
-        one.add_argument("--tokens", dest="token_file", metavar="FILE", help="the tokens file")
+        one.add_argument(
+            "--tokens",
+            dest="token_file",
+            metavar="FILE",
+            help="the tokens file. e.g. --tokens ./tokens.json",
+        )
         if verb == "create":
             one.add_argument(
                 "--admin",
                 action="store_true",
                 help="an administrator's token: sees and changes every user's jobs (default: "
-                "only the jobs this token created)",
+                "only the jobs this token created). e.g. --admin",
             )
             one.add_argument(
                 "--job",
                 metavar="JOB",
                 help="a token for that one job of USER's (a node on another machine): it reads "
-                "and writes that job only, and creates none",
+                "and writes that job only, and creates none. e.g. --job j-3f2a9c1b7e",
             )
             one.add_argument(
                 "--expires",
                 metavar="DURATION",
-                help="refused this long after now: 12h, 30d, or seconds (default: never)",
+                help="refused this long after now: 12h, 30d, 1d12h, or seconds (default: "
+                "never). e.g. --expires 30d",
             )
     return parser
 
