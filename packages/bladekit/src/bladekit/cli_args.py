@@ -114,6 +114,16 @@ def describe(fn: Callable[..., Any], *, skip_self: bool = False) -> str:
     return "\n".join(lines) or "  (no parameters)"
 
 
+def _next_value(words: Sequence[str], i: int, key: str, where: str) -> tuple[str, int]:
+    """The word after ``--key`` (its value) and the index after it; none left is an error."""
+    if i >= len(words):
+        raise InvalidArgumentError(
+            f"{where}: option --{key} needs a value (--{key} VALUE)",
+            details={"option": key},
+        )
+    return words[i], i + 1
+
+
 def parse(
     fn: Callable[..., Any], words: Sequence[str], *, where: str, skip_self: bool = False
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -153,12 +163,7 @@ def parse(
         if param is None:
             if var_keyword is not None:
                 if not has_value:
-                    if i >= len(words):
-                        raise InvalidArgumentError(
-                            f"{where}: option --{key} needs a value (--{key} VALUE)",
-                            details={"option": key},
-                        )
-                    value, i = words[i], i + 1
+                    value, i = _next_value(words, i, key, where)
                 extra_kwargs[key.replace("-", "_")] = value
                 continue
             known = sorted({f"--{p.name.replace('_', '-')}" for p in by_option.values()})
@@ -183,12 +188,7 @@ def parse(
                 details={"parameter": param.name},
             )
         if not has_value:
-            if i >= len(words):
-                raise InvalidArgumentError(
-                    f"{where}: option --{key} needs a value (--{key} VALUE)",
-                    details={"option": key},
-                )
-            value, i = words[i], i + 1
+            value, i = _next_value(words, i, key, where)
         values[param.name] = _convert(param.name, value, annotation, where)
     free = [p for p in positional if p.name not in values]
     for word in loose:
