@@ -29,7 +29,6 @@ from torch import nn
 from portal.capture import _plugins
 from portal.capture.distributed import ddp as ddp_capture
 from portal.capture.distributed import groups as group_log
-from portal.capture.distributed import objects
 from portal.capture.pickler import dumps, resolve_reducers
 
 mode = sys.argv[1]
@@ -86,7 +85,7 @@ for step in range(first, steps):
             {
                 **_plugins.load_reducers(),
                 "torch.nn.parallel.distributed.DistributedDataParallel": ddp_capture.reduce_ddp,
-                "torch.distributed.distributed_c10d.ProcessGroup": objects.reduce_group,
+                "torch.distributed.distributed_c10d.ProcessGroup": group_log.reduce_group,
             }
         )
         if layout == "initial":

@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 from portal.capture import _plugins
-from portal.capture.distributed import objects
+from portal.capture.distributed import groups, objects
 from portal.capture.pickler import dumps, resolve_reducers
 from portal.core.specs import WaitForSafePoint
 
@@ -26,7 +26,7 @@ reducers = resolve_reducers(
     {
         **_plugins.load_reducers(),
         "torch.distributed.distributed_c10d.Work": objects.reduce_work,
-        "torch.distributed.distributed_c10d.ProcessGroup": objects.reduce_group,
+        "torch.distributed.distributed_c10d.ProcessGroup": groups.reduce_group,
     }
 )
 seen = {}

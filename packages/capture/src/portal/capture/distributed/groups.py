@@ -28,7 +28,15 @@ import attrs
 
 from portal.capture.distributed.ddp import DistributedUnsupportedError
 
-__all__ = ["GroupCall", "GroupLog", "record", "reduce_group", "replay", "replayed_group"]
+__all__ = [
+    "GroupCall",
+    "GroupLog",
+    "default_group",
+    "record",
+    "reduce_group",
+    "replay",
+    "replayed_group",
+]
 
 
 @attrs.frozen
@@ -66,6 +74,11 @@ _REPLAYED: list[Any] = []
 
 def _distributed() -> Any:
     return sys.modules["torch"].distributed
+
+
+def default_group() -> Any:
+    """This process's default process group (made again by the resumed rank)."""
+    return _distributed().distributed_c10d._get_default_group()
 
 
 def record() -> GroupLog:
@@ -147,8 +160,6 @@ def replayed_group(index: int) -> Any:
 
 def reduce_group(group: Any) -> tuple[Any, tuple[Any, ...]]:
     """A process group in a checkpoint: the default group, or group #k of the log."""
-    from portal.capture.distributed.objects import default_group
-
     if group is default_group():
         return default_group, ()
     index = _LOG.groups.get(group)

@@ -1,8 +1,7 @@
 """torch.distributed objects a program may hold, as a checkpoint carries them: by what they
-are, never by their C++ insides (reducers keyed by type name, like the tensors').
+are, never by their C++ insides (reducers keyed by type name, like the tensors'). Process groups
+are :mod:`.groups`' (``reduce_group``).
 
-- a process group travels as "the default group" or "group #k of the log" of the groups the
-  program made (:mod:`.groups`), and is that group again once the resumed rank replayed the log;
 - a completed ``Work`` (``async_op=True``) travels as completed, with its result; one still in
   flight defers the pause (:class:`~portal.core.specs.WaitForSafePoint`) until a line after its
   ``wait()``: a collective cannot be cut in half.
@@ -10,28 +9,11 @@ are, never by their C++ insides (reducers keyed by type name, like the tensors')
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from portal.core.specs import WaitForSafePoint
 
-__all__ = ["CompletedWork", "default_group", "reduce_group", "reduce_work"]
-
-
-def _distributed() -> Any:
-    return sys.modules["torch"].distributed
-
-
-def default_group() -> Any:
-    """This process's default process group (made again by the resumed rank)."""
-    return _distributed().distributed_c10d._get_default_group()
-
-
-def reduce_group(group: Any) -> tuple[Any, tuple[Any, ...]]:
-    """A process group: the default one, or one of the logged groups (see :mod:`.groups`)."""
-    from portal.capture.distributed import groups
-
-    return groups.reduce_group(group)
+__all__ = ["CompletedWork", "reduce_work"]
 
 
 class CompletedWork:
