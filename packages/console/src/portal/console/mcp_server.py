@@ -7,7 +7,8 @@ learns what a job is doing and why; it suspends or resumes nothing.
 
 With the setting ``mcp.actions`` on (``PORTAL_MCP_ACTIONS=1``, or ``portal config set mcp.actions
 true``), three more tools act: ``notice(job)``, ``resume(job)`` and ``cancel(job)``. Each runs the
-very command a person would (``portal notice|resume --detach|cancel JOB``), in its own process
+very command a person would (``portal notice JOB``, ``portal resume JOB --detach``, ``portal cancel
+JOB``), in its own process
 with this server's environment, and answers with its exit status and words; annotated as
 changing things (cancel as destructive), so a client asks its user first.
 """
@@ -124,7 +125,8 @@ def _add_actions(server: MCPServer[Any], views: JobViews) -> None:
 
 
 def _command(views: JobViews, *words: str) -> dict[str, Any]:
-    """``portal WORDS`` in a process of its own, with this server's PORTAL_HOME and settings:
+    """The ``portal`` command with ``words``, in a process of its own, with this server's
+    PORTAL_HOME and settings:
     ``{"command", "exit_code", "stdout", "stderr"}``; a refusal is an error with its words."""
     env = {**os.environ, "PORTAL_HOME": str(views.plane.settings.home)}
     done = subprocess.run(

@@ -58,7 +58,7 @@ def ago(seconds: float) -> str:
 
 def duration(seconds: float) -> str:
     """How long, in at most two units: ``45s``, ``12m30s``, ``1h30m``, ``2d3h`` (the form
-    ``--checkpoint-every`` and ``portal token create --expires`` read back)."""
+    ``--checkpoint-every`` and ``portal server token create --expires`` read back)."""
     whole = max(0, int(seconds))
     parts: list[str] = []
     for unit, span in (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)):
