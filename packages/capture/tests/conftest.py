@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,10 @@ def rng(request: pytest.FixtureRequest) -> random.Random:
     seed = int(os.environ.get("PORTAL_TEST_SEED", random.SystemRandom().randrange(1 << 30)))
     print(f"seed={seed} (set PORTAL_TEST_SEED={seed} to reproduce)")
     return random.Random(f"{seed}:{request.node.nodeid}")
+
+
+def free_port() -> int:
+    """A loopback port the OS has free now (for a rendezvous store)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

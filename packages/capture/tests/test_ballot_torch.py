@@ -7,28 +7,22 @@ collective in flight defers a pause, a completed one and the default group trave
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 pytest.importorskip("torch")
 
 SCRIPT = Path(__file__).parent / "torch_scripts" / "ballot_ranks.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _ranks(
     tmp_path: Path, world: int, steps: int, pause_at: int, seed: int, skip: str = "-1:-1"
 ) -> list[dict]:
-    port = _free_port()
+    port = free_port()
     outs = [tmp_path / f"rank{r}.json" for r in range(world)]
     procs = [
         subprocess.Popen(
@@ -94,7 +88,7 @@ def test_an_async_collective_in_flight_defers_and_a_completed_one_travels(
     tmp_path: Path,
 ) -> None:
     script = Path(__file__).parent / "torch_scripts" / "held_objects.py"
-    port = _free_port()
+    port = free_port()
     outs = [tmp_path / f"held{r}.json" for r in range(2)]
     procs = [
         subprocess.Popen(

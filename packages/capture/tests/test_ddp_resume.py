@@ -8,23 +8,17 @@ the layout travels: the last test shows the difference is real."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 pytest.importorskip("torch")
 
 SCRIPT = Path(__file__).parent / "torch_scripts" / "ddp_resume.py"
 STEPS = 16
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _ranks(
@@ -35,7 +29,7 @@ def _ranks(
     layout: str = "recorded",
     subgroups: bool = False,
 ) -> list:
-    port = _port()
+    port = free_port()
     procs = [
         subprocess.Popen(
             [

@@ -21,6 +21,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from _leave import leave_together
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from portal.capture.distributed.ballot import Ballot, agree
@@ -79,8 +80,5 @@ stop.set()
 publisher.join()  # no store call may be in flight when the store goes
 with open(out, "w") as fh:
     json.dump(result, fh)
-# Rank 0 hosts the store: every rank is done with it before any leaves.
-store.add("portal/test/done", 1)
-while int(store.add("portal/test/done", 0)) < world:
-    time.sleep(0.01)
 dist.destroy_process_group()
+leave_together(store, rank, world, "portal/test")

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from _leave import leave_together
 from torch import nn
 
 from portal.capture import _plugins
@@ -55,6 +56,13 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.d(self.b(self.drop(torch.tanh(self.c(self.a(x))))))
+
+
+def leave(code: int) -> None:
+    """End this rank once no rank needs the store rank 0 hosts (see _leave)."""
+    dist.destroy_process_group()
+    leave_together(store, rank, world, f"portal/test/{mode}")
+    sys.exit(code)
 
 
 def batch(step: int) -> torch.Tensor:
@@ -110,8 +118,7 @@ for step in range(first, steps):
         parts.mkdir(parents=True, exist_ok=True)
         (parts / f"rank{rank}.part").write_bytes(pickle.dumps(blob))
         dist.barrier()
-        dist.destroy_process_group()
-        sys.exit(75)
+        leave(75)
     loss = model(batch(step)).pow(2).mean()
     optimizer.zero_grad()
     loss.backward()
@@ -130,4 +137,4 @@ for p in model.parameters():
     digest.update(p.detach().numpy().tobytes())
 out.write_text(json.dumps({"log": log, "params": digest.hexdigest()}))
 dist.barrier()
-dist.destroy_process_group()
+leave(0)

@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from _leave import leave_together
 
 from portal.capture import _plugins
 from portal.capture.distributed import groups, objects
@@ -56,3 +57,4 @@ with open(out, "w") as fh:
     json.dump(seen, fh)
 dist.barrier()
 dist.destroy_process_group()
+leave_together(store, rank, 2, "portal/test")
