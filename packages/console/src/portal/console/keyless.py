@@ -11,13 +11,11 @@ once where the key is, instead of showing only the error.
 
 from __future__ import annotations
 
-from typing import Any
-
 from portal.control.views import JobViews
 from portal.core.domain import Job
 from portal.core.errors import PortalError
 
-__all__ = ["KEY_MISSING", "key_elsewhere", "keyless_job", "keyless_status"]
+__all__ = ["KEY_MISSING", "key_elsewhere", "keyless_job"]
 
 #: The storage's code for "the key store holds no key for this job".
 KEY_MISSING = "JOB_KEY_MISSING"
@@ -44,9 +42,3 @@ def keyless_job(views: JobViews, ref: str) -> tuple[Job, str | None]:
         if line is None:
             raise
         return views.plane.job(ref), line
-
-
-def keyless_status(views: JobViews, job: Job) -> dict[str, Any]:
-    """``portal status --json``'s object as far as the records tell it (see
-    :meth:`JobViews.status`'s ``recorded_only``)."""
-    return views.status(job, recorded_only=True)

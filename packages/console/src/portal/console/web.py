@@ -28,7 +28,7 @@ from starlette.routing import Route
 from portal.console.chartdata import job_facts
 from portal.console.charts import render_charts
 from portal.console.joblist import job_rows
-from portal.console.keyless import key_elsewhere, keyless_job, keyless_status
+from portal.console.keyless import key_elsewhere, keyless_job
 from portal.console.overview import banner, overview
 from portal.control.store import JobNotFoundError
 from portal.control.views import JobViews
@@ -85,7 +85,7 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
                 if key_line is None:
                     raise
         if status is None:
-            status = keyless_status(views, job)
+            status = views.status(job, recorded_only=True)
         return JSONResponse(
             {
                 "status": status,

@@ -607,12 +607,12 @@ class _Tail:
         self.offset = 0
         self.limit = limit  # copy no further than this size (the rest is another's work)
 
-    def copy_range(self, stream: TextIO, start: int, end: int) -> None:
-        """Copy bytes ``start`` to ``end`` (a replay's piece), and go on from ``end``."""
+    def copy_range(self, stream: TextIO, start: int, end: int | None) -> None:
+        """Copy bytes ``start`` to ``end`` (None: to the file's end), and go on from there."""
         try:
             with self.path.open("rb") as f:
                 f.seek(start)
-                data = f.read(end - start)
+                data = f.read(-1 if end is None else end - start)
         except FileNotFoundError:
             return
         self.offset = start + len(data)
@@ -622,20 +622,10 @@ class _Tail:
             stream.buffer.flush()
 
     def copy(self, stream: TextIO) -> None:
-        left = -1 if self.limit is None else max(0, self.limit - self.offset)
-        if left == 0:
+        """What the file gained since the last copy, up to the limit."""
+        if self.limit is not None and self.offset >= self.limit:
             return
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read(left)
-        except FileNotFoundError:
-            return
-        if data:
-            self.offset += len(data)
-            stream.flush()
-            stream.buffer.write(data)
-            stream.buffer.flush()
+        self.copy_range(stream, self.offset, self.limit)
 
 
 def _replay_in_order(out: _Tail, err: _Tail, index: Path) -> None:

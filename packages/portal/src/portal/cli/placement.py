@@ -186,10 +186,10 @@ class Placement:
         return PlacementRequest.from_flags(
             action,
             on=options.on,
-            gpu=getattr(options, "gpu", None),
+            gpu=options.gpu,
             no_spot=options.no_spot,
-            spot_only=getattr(options, "spot_only", False) or kept,
-            memory_gib=getattr(options, "memory", None),
+            spot_only=options.spot_only or kept,
+            memory_gib=options.memory,
         )
 
     def _render(self, plan: Plan) -> str:
