@@ -442,13 +442,18 @@ class FunctionCall(Generic[R]):
         ).start()
 
     def _work(self, method: str | None, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # The run is closed (and its record written) before the outcome is published, so
+        # whoever ``.get()``s it sees the run's final state, as a ``.remote()`` caller does.
         try:
-            self._future.set_result(self.run.call(method, args, kwargs))
+            try:
+                value = self.run.call(method, args, kwargs)
+            finally:
+                if self._close_after:
+                    self.run.close()
         except BaseException as exc:
             self._future.set_exception(exc)
-        finally:
-            if self._close_after:
-                self.run.close()
+        else:
+            self._future.set_result(value)
 
     def get(self, timeout: float | None = None) -> R:
         """The result (or the call's exception), waiting up to ``timeout`` seconds."""
