@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import attrs
 import msgspec
@@ -61,6 +61,7 @@ __all__ = [
     "Engine",
     "Event",
     "Failed",
+    "PauseGroup",
     "Paused",
     "Pending",
     "ProbeReport",
@@ -83,6 +84,19 @@ PROBE_BUDGET_S: Final = 5.0
 Event = (
     Pending | Deferred | Paused | Abandoned | Failed | ProbeReport | Checkpointed | NotCheckpointed
 )
+
+
+class PauseGroup(Protocol):
+    """The peers a pause must be agreed with: the ranks of a multi-process job
+    (:class:`portal.capture.distributed.rank.RankSession`). With one, a safe point is a pause
+    point only once every rank agreed on it; the part is then written and committed with the
+    others', and the process exits 75 only once the whole set is written."""
+
+    def agree(self, deadline: float) -> bool: ...
+    def drain(self) -> None: ...
+    def record(self) -> Any: ...
+    def abort(self, reason: str) -> None: ...
+    def commit(self, part: dict[str, Any], deadline: float) -> bool: ...
 
 
 class _ProbeStopped(BaseException):
@@ -173,6 +187,7 @@ class Engine:
     :param rehearse: a check also writes a real checkpoint beside ``checkpoint_path`` and deletes
         it (``capture_probe = full`` on an on-demand machine); its report's ``checked_bytes`` and
         ``seconds`` are then the rehearsed checkpoint's size on disk and the whole check's time.
+    :param group: the ranks to agree a pause with (a multi-process job), see :class:`PauseGroup`.
     """
 
     def __init__(
@@ -186,8 +201,10 @@ class Engine:
         before_exit: Callable[[], None] = lambda: None,
         probe_budget: float = PROBE_BUDGET_S,
         rehearse: bool = False,
+        group: PauseGroup | None = None,
     ) -> None:
         self.context = context
+        self._group = group
         self.checkpoint_path = Path(checkpoint_path)
         self._notify = notify
         self._clock = clock
@@ -626,6 +643,11 @@ class Engine:
             self._defer([position])
             self._listen_outside_obstacle(frame)
             return
+        group = self._group
+        if group is not None:
+            if not group.agree(request.deadline):
+                return  # a peer is inside the next collective (or no agreement): run on
+            group.drain()
         try:
             result = take_snapshot(
                 frame,
@@ -635,9 +657,17 @@ class Engine:
                 history=list(self._history.values()),
             )
         except Exception as exc:  # a bug or a reducer that broke: say so, keep the program alive
-            self._fail(request, f"taking the checkpoint failed: {type(exc).__name__}: {exc}")
+            message = f"taking the checkpoint failed: {type(exc).__name__}: {exc}"
+            if group is not None:
+                group.abort(message)
+            self._fail(request, message)
             return
         if result.image is None:
+            if group is not None:
+                group.abort(
+                    "a value cannot be carried here: "
+                    + "; ".join(f"{p.name} ({p.reason})" for p in result.problems[:3])
+                )
             self._defer(result.problems)
             self._next_try = self._clock() + self._backoff
             self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
@@ -645,27 +675,45 @@ class Engine:
             if result.held is not None:
                 self._listen_while_held(frame, result.held)
             return
+        image = result.image
+        if group is not None:
+            image = attrs.evolve(
+                image, header=msgspec.structs.replace(image.header, rank=group.record())
+            )
         with self._lock:
             if self._request is not request:
+                if group is not None:
+                    group.abort("the pause was cancelled")
                 return  # cancelled meanwhile
             self._capturing = True
-        safe_point = result.image.header.safe_point_time
+        safe_point = image.header.safe_point_time
         try:
-            size = write_image(result.image, self.checkpoint_path)
+            size = write_image(image, self.checkpoint_path)
         except Exception as exc:
             with self._lock:
                 self._capturing = False
-            self._fail(request, f"writing {self.checkpoint_path} failed: {_error_text(exc)}")
+            message = f"writing {self.checkpoint_path} failed: {_error_text(exc)}"
+            if group is not None:
+                group.abort(message)
+            self._fail(request, message)
             return
-        self._notify(
-            Paused(
-                checkpoint=str(self.checkpoint_path),
-                bytes=size,
-                paused_at=result.image.header.paused_at,
-                seconds_to_safe_point=max(0.0, safe_point - request.requested),
-                seconds_to_write=max(0.0, self._clock() - safe_point),
-            )
+        paused = Paused(
+            checkpoint=str(self.checkpoint_path),
+            bytes=size,
+            paused_at=image.header.paused_at,
+            seconds_to_safe_point=max(0.0, safe_point - request.requested),
+            seconds_to_write=max(0.0, self._clock() - safe_point),
         )
+        if group is not None and not group.commit(msgspec.to_builtins(paused), request.deadline):
+            # Another rank could not commit (or the set could not be written): every rank runs
+            # on, and the pause is tried again at a later safe point while its deadline lasts.
+            self.checkpoint_path.unlink(missing_ok=True)
+            with self._lock:
+                self._capturing = False
+            self._next_try = self._clock() + self._backoff
+            self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
+            return
+        self._notify(paused)
         self._exit_paused()
 
     def _listen_outside_obstacle(self, frame: FrameType) -> None:

@@ -33,6 +33,7 @@ import attrs
 import msgspec
 
 from portal.capture.crc import ParallelCrc
+from portal.capture.distributed.record import RankRecord
 from portal.capture.errors import (
     CheckpointCorruptError,
     CheckpointFormatTooNewError,
@@ -125,6 +126,12 @@ class Header(msgspec.Struct, frozen=True, kw_only=True):
     problems: list[ProblemRecord] = msgspec.field(default_factory=list)
     pickle_length: int = 0
     buffer_lengths: list[int] = msgspec.field(default_factory=list)
+    #: A rank's part of a multi-process job's checkpoint: its place in the job, read before its
+    #: state loads (the process groups its state refers to are made again first).
+    rank: RankRecord | None = None
+    #: A multi-process job's checkpoint set: its number of ranks, each part one buffer in rank
+    #: order, the manifest the state section (see ``portal.runtime.group``); 0 for one process.
+    ranks: int = 0
 
 
 class _VersionProbe(msgspec.Struct):
@@ -271,7 +278,9 @@ def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
     return size
 
 
-def read_image(path: str | os.PathLike[str]) -> CheckpointImage:
+def read_image(
+    path: str | os.PathLike[str], *, span: tuple[int, int] | None = None
+) -> CheckpointImage:
     """Read and verify a checkpoint file. Buffers come back writable (arrays restored from them
     stay writable, as they were).
 
@@ -280,6 +289,9 @@ def read_image(path: str | os.PathLike[str]) -> CheckpointImage:
     no second resident copy of the state; a page the program writes becomes its own). The
     checksum is still verified over every byte first. Files are only ever replaced whole
     (:func:`write_image` renames), so a mapped checkpoint never changes under the program.
+
+    ``span``: ``(offset, length)`` of an image held inside ``path`` (a rank's part of a
+    multi-process checkpoint set is one buffer of the set's image); read in place.
     """
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed below, errors mapped
@@ -290,6 +302,15 @@ def read_image(path: str | os.PathLike[str]) -> CheckpointImage:
         ) from exc
     with fh:
         mapped = _map(fh)
+        if span is not None:
+            offset, length = span
+            if mapped is None or offset < 0 or offset + length > len(mapped):
+                raise _corrupt(
+                    os.fspath(path),
+                    f"it holds no image at bytes {offset}..{offset + length} (not a regular "
+                    "file, or shorter)",
+                )
+            return _read_from(_MappedSource(mapped, offset, length), os.fspath(path))
         source: _Source = _MappedSource(mapped) if mapped is not None else _FileSource(fh)
         return _read_from(source, os.fspath(path))
 
@@ -323,8 +344,9 @@ class _FileSource:
 
 
 class _MappedSource:
-    def __init__(self, mapped: mmap.mmap) -> None:
-        self.view = memoryview(mapped)
+    def __init__(self, mapped: mmap.mmap, offset: int = 0, length: int | None = None) -> None:
+        view = memoryview(mapped)
+        self.view = view if length is None else view[offset : offset + length]
         self.pos = 0
 
     def read(self, n: int) -> memoryview:

@@ -23,10 +23,13 @@ import argparse
 import os
 import sys
 
+from portal.capture.distributed.rank import STORE_ENV
 from portal.core.errors import PortalError
 from portal.runtime.control import CONTROL_ENV
-from portal.runtime.launcher import resume_script, run_script
+from portal.runtime.group import LauncherError, resume_group, run_group, torchrun_refusal
+from portal.runtime.launcher import GRACE_ENV, resume_script, run_script
 from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED, take_secret
+from portal.runtime.rankset import is_rank_set
 
 CHECKPOINT_ENV = "PORTAL_RUNTIME_CHECKPOINT"
 
@@ -59,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"where a pause writes the checkpoint (env {CHECKPOINT_ENV}; "
         "default: SCRIPT's name with .portal, in the current directory)",
     )
+    run.add_argument(
+        "--nproc-per-node",
+        metavar="N",
+        type=int,
+        default=0,
+        help="start N ranks of a torch.distributed script, as torchrun would, pausable together "
+        "(e.g. --nproc-per-node 2)",
+    )
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER)
     resume = commands.add_parser(
@@ -77,17 +88,39 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     take_secret()  # out of the environment before the capture reads its baseline
     options = _parser().parse_args(argv)
+    refusal = torchrun_refusal()
+    if refusal is not None:
+        print(f"portal: error [{LauncherError.code}]: {refusal}", file=sys.stderr)
+        return EXIT_REFUSED
+    grace = float(os.environ.get(GRACE_ENV, "30"))
     try:
         if options.command == "run":
             checkpoint = options.checkpoint or (
                 os.path.splitext(os.path.basename(options.script))[0] + ".portal"
             )
+            if options.nproc_per_node:
+                return run_group(
+                    options.script,
+                    options.args,
+                    nproc=options.nproc_per_node,
+                    checkpoint=checkpoint,
+                    control=options.control,
+                    grace=grace,
+                )
             return run_script(
                 options.script,
                 options.args,
                 checkpoint=checkpoint,
                 control=options.control,
                 rehearse=options.probe_rehearsal,
+            )
+        if not os.environ.get(STORE_ENV) and is_rank_set(options.path):
+            return resume_group(
+                options.path,
+                nproc=0,
+                checkpoint=options.checkpoint,
+                control=options.control,
+                grace=grace,
             )
         return resume_script(
             options.path,

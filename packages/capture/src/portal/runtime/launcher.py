@@ -20,6 +20,8 @@ from types import CodeType
 from typing import Any, Final
 
 from portal.capture import _plugins
+from portal.capture.distributed.rank import STORE_ENV, RankSession, distributed_reducers
+from portal.capture.distributed.rank import from_environment as rank_session
 from portal.capture.engine import PROBE_BUDGET_S, Engine, Event
 from portal.capture.errors import CheckpointRestoreError
 from portal.capture.extensions.signals import reinstall_after_arming
@@ -33,6 +35,7 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
+from portal.runtime.rankset import part_span
 
 __all__ = ["GRACE_ENV", "PROBE_BUDGET_ENV", "resume_script", "run_script"]
 
@@ -54,8 +57,15 @@ def _main_module(script: str) -> types.ModuleType:
 
 
 def _arm(
-    context: CaptureContext, checkpoint: str, control: str | None, *, rehearse: bool = False
+    context: CaptureContext,
+    checkpoint: str,
+    control: str | None,
+    *,
+    rehearse: bool = False,
+    session: RankSession | None = None,
 ) -> Engine:
+    if session is not None:
+        control = None  # a rank's requests come from its launcher, through the store
     try:
         channel = ControlChannel(control) if control else None
     except OSError as exc:
@@ -68,6 +78,8 @@ def _arm(
     def notify(event: Event) -> None:
         if channel is not None:
             channel.send(event)
+        if session is not None:
+            session.forward(event)
 
     grace = float(os.environ.get(GRACE_ENV, "30"))
     engine = Engine(
@@ -78,6 +90,7 @@ def _arm(
         probe_budget=float(os.environ.get(PROBE_BUDGET_ENV, PROBE_BUDGET_S)),
         rehearse=rehearse,
         before_exit=channel.close if channel else (lambda: None),
+        group=session,
     )
     engine.arm()
     rt._attach(engine)
@@ -85,6 +98,9 @@ def _arm(
     if channel is not None:
         channel.start(engine)
         _closers.append(channel.close)
+    if session is not None:
+        session.start(engine)
+        _closers.append(session.close)
     noticed = _early.take()
     if noticed is not None:
         # A SIGTERM came while the runtime was starting (before the engine's handler was in
@@ -92,6 +108,15 @@ def _arm(
         # first safe point (the script's first line; for resume, where the checkpoint paused).
         engine.request_pause(noticed + grace, "sigterm")
     return engine
+
+
+def _reducers(session: RankSession | None) -> dict[str, Callable[[Any], Any]]:
+    """The plugins' reducers; a rank's also carry its torch.distributed objects (process
+    groups, DDP, collectives' Work), which only a rank can make again at resume."""
+    reducers = _plugins.load_reducers()
+    if session is not None:
+        reducers.update(distributed_reducers())
+    return reducers
 
 
 _closers: list[Callable[[], None]] = []  # runtime singleton: what to close when the script ends
@@ -165,15 +190,22 @@ def run_script(
     main = _main_module(path)
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(path)
+    session = rank_session()
     context = CaptureContext(
         user_code=UserCode(path),
         main_namespace=main.__dict__,
         entry_code=code,
-        reducers=_plugins.load_reducers(),
+        reducers=_reducers(session),
         extensions=_plugins.load_capture_extensions(),
         resumed=RESUMED_CODE,
     )
-    engine = _arm(context, checkpoint, control or os.environ.get(CONTROL_ENV), rehearse=rehearse)
+    engine = _arm(
+        context,
+        checkpoint,
+        control or os.environ.get(CONTROL_ENV),
+        rehearse=rehearse,
+        session=session,
+    )
     _set_aside_portals_objects()
     try:
         return _execute(code, main.__dict__)
@@ -191,8 +223,23 @@ def resume_script(
     """Continue the program saved in ``checkpoint_in`` from the statement after its pause."""
     check_interpreter()
     set_job_root(os.getcwd())  # before entering the old directory: files go here
-    image = read_image(checkpoint_in)
-    check_resumable_here(image.header, checkpoint_in)
+    session: RankSession | None = None
+    if os.environ.get(STORE_ENV):  # one rank of a set: its part, in place
+        rank = int(os.environ["RANK"])
+        image = read_image(checkpoint_in, span=part_span(checkpoint_in, rank))
+        check_resumable_here(image.header, checkpoint_in)
+        if image.header.rank is None:
+            raise InvalidArgumentError(
+                f"part {rank} of {checkpoint_in!r} is not a rank's checkpoint: resume the set "
+                "with python -m portal.runtime resume SET (it starts every rank)"
+            )
+        session = rank_session(image.header.rank)
+        assert session is not None
+        # The groups first, on this attempt's rendezvous: the state refers to them.
+        session.replay(image.header.rank)
+    else:
+        image = read_image(checkpoint_in)
+        check_resumable_here(image.header, checkpoint_in)
     header = image.header
     sys.argv = list(header.argv)
     sys.path[0] = os.path.dirname(header.script)
@@ -212,7 +259,7 @@ def resume_script(
         user_code=UserCode(header.script),
         main_namespace=restored.main_namespace,
         entry_code=restored.module_code,
-        reducers=_plugins.load_reducers(),
+        reducers=_reducers(session),
         extensions=extensions,
         resumed=RESUMED_CODE,
     )
@@ -221,6 +268,7 @@ def resume_script(
         checkpoint or checkpoint_in,
         control or os.environ.get(CONTROL_ENV),
         rehearse=rehearse,
+        session=session,
     )
     reinstall_after_arming()  # a SIGTERM handler of the program's own wins, as it did
     try:

@@ -6,8 +6,9 @@ group), every peer has issued at least ``c``; a peer that issued more is inside 
 ``c+1`` and blocked until this rank issues it too. The ranks pause where they all stand at the
 same count, and nowhere else:
 
-1. **join**: at a safe point, a rank writes ``at[rank] = count``; the join that makes every
-   rank's entry equal also writes ``decided = count``, in the same step;
+1. **join**: at a safe point, a rank writes ``at[rank] = count``; the join that makes the
+   entries agree (in each process group, every member at the same count) also writes
+   ``decided``, in the same step;
 2. **wait**: it polls; ``decided`` means capture. A peer whose published issued count is above
    this rank's is inside the next collective and needs this rank: the rank **leaves** (removes
    its entry) and runs on, to join again at a later safe point;
@@ -31,23 +32,28 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Literal, Protocol
 
 import attrs
 
 __all__ = [
+    "NOT_MEMBER",
     "Ballot",
     "BallotState",
     "Count",
     "LocalStore",
     "Store",
     "agree",
+    "agreeing",
     "is_ahead",
 ]
 
-#: A rank's collectives issued, one entry per process group, in the order the groups were made.
+#: A rank's collectives issued, one entry per process group, in the order the groups were made;
+#: :data:`NOT_MEMBER` where the rank is not in the group (it issues nothing there).
 Count = tuple[int, ...]
+#: A count's entry for a group the rank is not a member of.
+NOT_MEMBER = -1
 
 
 class Store(Protocol):
@@ -120,20 +126,44 @@ class BallotState:
 
 
 def is_ahead(peer: Count, mine: Count) -> bool:
-    """Whether a peer has issued a collective this rank has not (in any group)."""
-    return any(p > m for p, m in zip(peer, mine, strict=True))
+    """Whether a peer has issued a collective this rank has not, in a group both are in."""
+    return any(
+        p > m for p, m in zip(peer, mine, strict=True) if p != NOT_MEMBER and m != NOT_MEMBER
+    )
+
+
+def agreeing(counts: Collection[Count]) -> Count | None:
+    """The cut ``counts`` make when they agree, else None: they agree when, in each group,
+    every member stands at the same count (ranks outside a group have no say in it). The cut
+    is each group's count (:data:`NOT_MEMBER` for a group no rank is in)."""
+    cut: list[int] = []
+    for entries in zip(*counts, strict=True):
+        members = {e for e in entries if e != NOT_MEMBER}
+        if len(members) > 1:
+            return None
+        cut.append(members.pop() if members else NOT_MEMBER)
+    return tuple(cut)
 
 
 class Ballot:
     """One pause's ballot in ``store`` under ``key``, for ``world_size`` ranks."""
 
-    def __init__(self, store: Store, world_size: int, *, key: str = "portal/ballot") -> None:
+    def __init__(
+        self,
+        store: Store,
+        world_size: int,
+        *,
+        key: str = "portal/ballot",
+        issued_key: str | None = None,
+    ) -> None:
+        """``issued_key``: where the ranks publish their issued counts (default: beside the
+        ballot; several ballots in a row may share one)."""
         if world_size < 1:
             raise ValueError(f"a ballot needs at least one rank, not {world_size}")
         self.store = store
         self.world_size = world_size
         self.key = key
-        self._issued_key = f"{key}/issued"
+        self._issued_key = issued_key or f"{key}/issued"
 
     def open(self) -> None:
         """Make the empty ballot (once: opening it again keeps what it holds)."""
@@ -160,8 +190,8 @@ class Ballot:
             if state.decided is not None:
                 return state
             at = {**state.at, rank: tuple(count)}
-            everyone = len(at) == self.world_size and len(set(at.values())) == 1
-            return BallotState(at=at, decided=tuple(count) if everyone else None)
+            cut = agreeing(list(at.values())) if len(at) == self.world_size else None
+            return BallotState(at=at, decided=cut)
 
         return self._update(join)
 
@@ -220,19 +250,21 @@ def agree(
     (it needs this rank) or the ``deadline`` (``clock``'s time) passed without agreement.
     ``peers``: the ranks' issued counts (default: what they published to the ballot)."""
     read_peers = peers or ballot.issued
-    if ballot.join(rank, count).decided == tuple(count):
-        return "pause"
+    state = ballot.join(rank, count)
     while True:
-        state = ballot.state()
         if state.decided is not None:
-            return "pause" if state.decided == tuple(count) else _decided_elsewhere(state, count)
+            return (
+                "pause" if state.at.get(rank) == tuple(count) else _decided_elsewhere(state, count)
+            )
         ahead = any(is_ahead(c, count) for r, c in read_peers().items() if r != rank)
         if ahead or clock() >= deadline:
             return "run-on" if ballot.leave(rank) else "pause"
         sleep(poll_s)
+        state = ballot.state()
 
 
 def _decided_elsewhere(state: BallotState, count: Count) -> Outcome:
-    """A decision on another count while this rank stood at ``count``: impossible when every
-    rank goes through :meth:`Ballot.join` (a decision needs every rank at one count)."""
+    """A decision without this rank standing at ``count``: impossible when every rank goes
+    through :meth:`Ballot.join` (a decision needs every rank in the ballot, and no rank leaves
+    a decided one)."""
     raise AssertionError(f"ballot decided {state.decided} while this rank stood at {count}")

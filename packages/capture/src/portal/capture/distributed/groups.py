@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from portal.capture.distributed.ddp import DistributedUnsupportedError
+from portal.capture.distributed.record import GroupCall
 
 __all__ = [
     "GroupCall",
@@ -37,16 +38,6 @@ __all__ = [
     "replay",
     "replayed_group",
 ]
-
-
-@attrs.frozen
-class GroupCall:
-    """One ``new_group`` call, as it can be made again."""
-
-    ranks: tuple[int, ...] | None
-    backend: str | None = None
-    timeout_s: float | None = None
-    description: str | None = None
 
 
 @attrs.define
@@ -125,17 +116,31 @@ def _is_non_member(group: Any) -> bool:
     return isinstance(group, int) and group == _distributed().GroupMember.NON_GROUP_MEMBER
 
 
-def replay(log: GroupLog, *, backend: str, store: Any, rank: int, world_size: int) -> list[Any]:
-    """Make the default group on ``store``, then every logged group in order, as the program
-    did; return them by index (None where this rank is not a member)."""
+def replay(
+    log: GroupLog,
+    *,
+    backend: str | None,
+    store: Any = None,
+    rank: int = -1,
+    world_size: int = -1,
+    timeout_s: float | None = None,
+) -> list[Any]:
+    """Make the default group (on ``store``; None: ``env://``, the launcher's rendezvous),
+    then every logged group in order, as the program did; return them by index (None where
+    this rank is not a member)."""
     distributed = _distributed()
-    distributed.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+    kwargs: dict[str, Any] = {"rank": rank, "world_size": world_size}
+    if store is not None:
+        kwargs["store"] = store
+    if timeout_s is not None:
+        kwargs["timeout"] = timedelta(seconds=timeout_s)
+    distributed.init_process_group(backend, **kwargs)
     made: list[Any] = []
     for call in log.calls:
         timeout = None if call.timeout_s is None else timedelta(seconds=call.timeout_s)
-        kwargs = {} if call.description is None else {"group_desc": call.description}
+        extra = {} if call.description is None else {"group_desc": call.description}
         group = distributed.new_group(
-            None if call.ranks is None else list(call.ranks), timeout, call.backend, **kwargs
+            None if call.ranks is None else list(call.ranks), timeout, call.backend, **extra
         )
         made.append(None if group is None or _is_non_member(group) else group)
     _REPLAYED[:] = made

@@ -1,0 +1,347 @@
+"""One rank of a multi-process job, as Portal's engine sees it: where requests come from, how
+it agrees on a pause with its peers, and how its part is committed with theirs.
+
+The launcher (``python -m portal.runtime run --nproc-per-node N``, see
+:mod:`portal.runtime.group`) starts every rank with torchrun's environment (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT``...) plus :data:`STORE_ENV`, the address of the
+store it hosts. Through that store (``torch.distributed.TCPStore``, the rendezvous's own, under
+the ``portal/`` prefix):
+
+- **requests**: the launcher writes ``request/N`` (a pause with its deadline, or a cancel); a
+  thread of each rank waits for the next one (blocked in the store: no cost while none comes)
+  and hands it to the engine;
+- **the ballot** (:mod:`.ballot`): while a pause is pending, a thread publishes the rank's issued
+  collectives (:mod:`.counts`); at each safe point the engine asks :meth:`RankSession.agree`;
+- **the drain**: once agreed, a barrier on every group the rank is in, in the order the groups
+  were made (symmetric: every rank agreed), then a CUDA synchronize when CUDA is in use;
+- **the commit**: each rank writes its part and says so (``part/R/rank``); the launcher, once
+  every part is there, writes the set and answers ``outcome/R = go``; a rank whose capture
+  failed, or whose deadline passed, answers ``abort`` instead. The outcome is one
+  compare-and-set: the first answer wins, so no rank exits 75 while another runs on;
+- **events**: what a rank's engine reports goes to ``event/rank/N``; the launcher passes them
+  on to the node.
+
+``R`` counts the rounds: a decided round that aborted is over for every rank (each was in it),
+so each moves to a fresh ballot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, Final
+
+import msgspec
+
+from portal.capture.distributed import groups as group_log
+from portal.capture.distributed.ballot import NOT_MEMBER, Ballot, Count, agree
+from portal.capture.distributed.ddp import DistributedUnsupportedError
+from portal.capture.distributed.record import RankRecord
+
+__all__ = [
+    "PREFIX",
+    "STORE_ENV",
+    "RankSession",
+    "connect",
+    "distributed_reducers",
+    "request_key",
+]
+
+#: ``HOST:PORT`` of the launcher's store; set only in the ranks Portal launches.
+STORE_ENV: Final = "PORTAL_GROUP_STORE"
+#: Every key of Portal's own in the launcher's store starts with this.
+PREFIX: Final = "portal/"
+#: Where the ranks publish their issued counts, one place for every round.
+_ISSUED: Final = f"{PREFIX}issued"
+_PUBLISH_S: Final = 0.001
+#: How often a rank looks for a request: what it costs while nothing is pending (one store
+#: lookup on loopback), and what it adds to a pause's latency at most.
+_WATCH_S: Final = 0.05
+_COMMIT_POLL_S: Final = 0.002
+
+
+def request_key(n: int) -> str:
+    return f"{PREFIX}request/{n}"
+
+
+def connect(address: str, *, timeout_s: float = 60.0) -> Any:
+    """A client of the launcher's store at ``HOST:PORT``."""
+    import torch.distributed as dist
+
+    host, _, port = address.rpartition(":")
+    return dist.TCPStore(
+        host,
+        int(port),
+        is_master=False,
+        timeout=timedelta(seconds=timeout_s),
+        wait_for_workers=False,
+    )
+
+
+def distributed_reducers() -> dict[str, Callable[[Any], Any]]:
+    """The reducers a rank's checkpoint needs for torch.distributed objects, by type name."""
+    from portal.capture.distributed import ddp, objects
+
+    return {
+        "torch.nn.parallel.distributed.DistributedDataParallel": ddp.reduce_ddp,
+        "torch.distributed.distributed_c10d.ProcessGroup": group_log.reduce_group,
+        "torch._C._distributed_c10d.ProcessGroup": group_log.reduce_group,
+        "torch._C._distributed_c10d.Work": objects.reduce_work,
+    }
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+class _Init:
+    """``init_process_group``'s arguments as the program gave them (replayed at resume)."""
+
+    backend: str | None = None
+    timeout_s: float | None = None
+    called = False
+
+
+def _record_init() -> _Init:
+    """Wrap ``torch.distributed.init_process_group`` to note its backend and timeout."""
+    import torch.distributed as dist
+
+    seen = _Init()
+    original = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("pg_options") is not None:
+            raise DistributedUnsupportedError(
+                "init_process_group(pg_options=...) holds backend objects Portal cannot make "
+                "again at resume; call it without pg_options, or checkpoint in your own code "
+                "with torch.distributed.checkpoint"
+            )
+        timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
+        seen.backend = None if backend is None else str(backend)
+        seen.timeout_s = None if timeout is None else timeout.total_seconds()
+        seen.called = True
+        return original(backend, *args, **kwargs)
+
+    init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
+    dist.init_process_group = init_process_group
+    return seen
+
+
+class RankSession:
+    """This process as rank ``rank`` of ``world_size``, talking to the launcher's ``store``.
+
+    :param resumed: the record of the part this rank resumed from (its groups are made again
+        by :meth:`replay` before the state loads), or None for a fresh start.
+    """
+
+    def __init__(
+        self,
+        store: Any,
+        rank: int,
+        world_size: int,
+        *,
+        address: str | None = None,
+        resumed: RankRecord | None = None,
+    ) -> None:
+        import torch  # a rank runs torch.distributed: torch is there
+
+        self.store = store
+        self.address = address  # where its threads connect, each with a connection of its own
+        self._threads: list[threading.Thread] = []
+        self.rank = rank
+        self.world_size = world_size
+        self._torch = torch
+        self._round = 0
+        self._events = 0
+        self._engine: Any = None
+        self._pending = threading.Event()
+        self._stop = threading.Event()
+        self._init = _record_init()
+        group_log.record()
+        if resumed is not None:
+            self._init.backend, self._init.timeout_s = resumed.backend, resumed.timeout_s
+            self._init.called = True
+
+    # -- resume --------------------------------------------------------------------------------
+
+    def replay(self, record: RankRecord) -> None:
+        """Make the default group and every logged group again, as the program made them,
+        on this attempt's rendezvous (``env://``: the launcher's store)."""
+        if (record.rank, record.world_size) != (self.rank, self.world_size):
+            raise DistributedUnsupportedError(
+                f"this part is rank {record.rank} of {record.world_size}, but the process "
+                f"runs as rank {self.rank} of {self.world_size}: resume the job's whole "
+                "checkpoint set with `portal resume JOB`, which starts every rank"
+            )
+        log = group_log.GroupLog(calls=list(record.groups))
+        group_log.replay(log, backend=record.backend, timeout_s=record.timeout_s)
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def start(self, engine: Any) -> None:
+        """Hand the launcher's requests to ``engine``; publish counts while a pause is due."""
+        self._engine = engine
+        for target, name in (
+            (self._watch, "portal-rank-requests"),
+            (self._publish, "portal-rank-counts"),
+        ):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def _watch(self) -> None:
+        # Its own connection: the main thread's ballot calls never queue behind this one's.
+        store = connect(self.address) if self.address else self.store
+        n = 0
+        while not self._stop.wait(_WATCH_S):
+            key = request_key(n)
+            try:
+                if not store.check([key]):
+                    continue
+                request = json.loads(store.get(key))
+            except Exception:  # the launcher is going away: so is this rank
+                continue
+            n += 1
+            if request["op"] == "pause":
+                self._pending.set()
+                self._engine.request_pause(
+                    float(request["deadline"]), request.get("source", "node")
+                )
+            elif request["op"] == "cancel":
+                self._engine.cancel(request.get("reason", "cancelled"))
+
+    def _due(self) -> bool:
+        deadline = self._engine.deadline()
+        return deadline is not None and time.time() < deadline
+
+    def _publish(self) -> None:
+        """While a pause is due (asked by the launcher, or a SIGTERM to this rank), publish
+        this rank's issued counts for its peers' ballot."""
+        store = connect(self.address) if self.address else self.store
+        ballot = Ballot(store, self.world_size, issued_key=_ISSUED)
+        while not self._stop.is_set():
+            if not self._due():
+                self._pending.wait(_WATCH_S)
+                self._pending.clear()
+                continue
+            with contextlib.suppress(Exception):
+                ballot.publish_issued(self.rank, self.counts())
+            time.sleep(_PUBLISH_S)
+
+    def close(self) -> None:
+        """Stop the session's threads (the script has ended): none is inside a store call
+        when the process goes."""
+        self._stop.set()
+        self._pending.set()
+        for thread in self._threads:
+            thread.join()
+
+    # -- the pause -------------------------------------------------------------------------------
+
+    def _groups(self) -> list[Any]:
+        """Every group of the log, the default first (None where this rank is not a member)."""
+        made = [group_log.default_group()]
+        by_index = {index: group for group, index in group_log._LOG.groups.items()}
+        made.extend(by_index.get(i) for i in range(len(group_log._LOG.calls)))
+        return made
+
+    def counts(self) -> Count:
+        """This rank's issued collectives per group (:data:`NOT_MEMBER` outside a group)."""
+        return tuple(
+            NOT_MEMBER if group is None else int(group._get_sequence_number_for_group())
+            for group in self._groups()
+        )
+
+    def _ballot(self) -> Ballot:
+        ballot = Ballot(
+            self.store, self.world_size, key=f"{PREFIX}ballot/{self._round}", issued_key=_ISSUED
+        )
+        ballot.open()
+        return ballot
+
+    def ready(self) -> bool:
+        """Whether the program can agree at all: its default group exists."""
+        dist = self._torch.distributed
+        return bool(dist.is_available() and dist.is_initialized())
+
+    def agree(self, deadline: float) -> bool:
+        """At a safe point with nothing in flight: True when every rank agreed to pause here
+        (the caller then drains, captures and commits), False to run on."""
+        if not self.ready():
+            return False
+        count = self.counts()
+        ballot = self._ballot()
+        ballot.publish_issued(self.rank, count)
+        return agree(ballot, self.rank, count, deadline=deadline, clock=time.time) == "pause"
+
+    def drain(self) -> None:
+        """A barrier on each group this rank is in, in order (every rank agreed: each does the
+        same), then the GPU's queued work."""
+        dist = self._torch.distributed
+        for group in self._groups():
+            if group is not None:
+                dist.barrier(group=group)
+        cuda = sys.modules.get("torch.cuda")
+        if cuda is not None and cuda.is_initialized():
+            cuda.synchronize()
+
+    def record(self) -> RankRecord:
+        """What the part's header says about this rank (read back before its state loads)."""
+        return RankRecord(
+            rank=self.rank,
+            world_size=self.world_size,
+            backend=self._init.backend or self._torch.distributed.get_backend(),
+            timeout_s=self._init.timeout_s,
+            groups=list(group_log._LOG.calls),
+            counts=list(self.counts()),
+            torch=str(self._torch.__version__),
+        )
+
+    def _outcome_key(self) -> str:
+        return f"{PREFIX}outcome/{self._round}"
+
+    def abort(self, reason: str) -> None:
+        """This rank cannot commit its part this round: every rank runs on."""
+        self.store.compare_set(self._outcome_key(), "", f"abort:rank {self.rank}: {reason}")
+        self._round += 1
+
+    def commit(self, part: dict[str, Any], deadline: float) -> bool:
+        """Say this rank's part is written (``part``: its path, size and where it paused) and
+        wait for the round's outcome: True to exit 75 (the set is written), False to run on."""
+        self.store.set(f"{PREFIX}part/{self._round}/{self.rank}", json.dumps(part))
+        key = self._outcome_key()
+        while not self.store.check([key]):
+            if time.time() >= deadline:
+                self.store.compare_set(key, "", f"abort:rank {self.rank}: deadline")
+                break
+            time.sleep(_COMMIT_POLL_S)
+        outcome = self.store.get(key)
+        self._round += 1
+        return bytes(outcome) == b"go"
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def forward(self, event: Any) -> None:
+        """Pass one of the engine's events on to the launcher (it reports to the node)."""
+        with contextlib.suppress(Exception):
+            self.store.set(f"{PREFIX}event/{self.rank}/{self._events}", _encode(event))
+            self._events += 1
+
+
+def from_environment(resumed: RankRecord | None = None) -> RankSession | None:
+    """The rank session of a process Portal's launcher started, else None."""
+    address = os.environ.get(STORE_ENV)
+    if not address:
+        return None
+    return RankSession(
+        connect(address),
+        int(os.environ["RANK"]),
+        int(os.environ["WORLD_SIZE"]),
+        address=address,
+        resumed=resumed,
+    )

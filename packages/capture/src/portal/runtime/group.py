@@ -1,0 +1,455 @@
+"""``python -m portal.runtime run --nproc-per-node N SCRIPT``: Portal as the launcher of a
+multi-process (torchrun-style) job, pausing every rank at one consistent point.
+
+The launcher is the one process the node sees: it serves the control socket and SIGTERM as a
+single runtime does, and exits 75 once the job is paused, its checkpoint written. Below it:
+
+- it hosts the rendezvous store (a ``torch.distributed.TCPStore`` on 127.0.0.1, a port the OS
+  picks) and starts N ranks, each ``python -m portal.runtime run`` with torchrun's environment
+  contract (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``,
+  ``MASTER_ADDR``/``MASTER_PORT``, ``TORCHELASTIC_USE_AGENT_STORE``: the script's
+  ``init_process_group()`` joins this store as a client, as under torchrun's agent);
+- a pause request becomes ``request/N`` in the store; the ranks agree on where to pause
+  (:mod:`portal.capture.distributed.rank`), each writes its part beside the checkpoint, and the
+  launcher, once every part is written, writes the set (:mod:`portal.runtime.rankset`) and
+  answers ``go``. Only then does any rank exit 75. A rank that cannot commit answers ``abort``
+  instead (the first answer wins): every rank runs on, the earlier set stays in force;
+- a rank that ends otherwise (a crash, a kill) ends the job as torchrun would: the other ranks
+  are stopped (their peer is gone, their next collective would hang) and the launcher exits
+  with the rank's status. A set being committed then is never written.
+
+Resuming (``python -m portal.runtime resume SET``) starts N ranks again, each from its part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
+
+import msgspec
+
+from portal.capture.distributed.rank import PREFIX, STORE_ENV, request_key
+from portal.core.errors import InvalidArgumentError, PortalError
+from portal.runtime import _early
+from portal.runtime.control import CONTROL_ENV, ControlChannel
+from portal.runtime.protocol import (
+    EXIT_PAUSED,
+    Abandoned,
+    Failed,
+    NotCheckpointed,
+    Paused,
+    Pending,
+    decode_runtime_event,
+)
+from portal.runtime.rankset import PartEntry, read_manifest, write_set
+
+__all__ = ["LauncherError", "resume_group", "run_group", "torchrun_refusal"]
+
+_POLL_S: Final = 0.005
+#: How often the launcher looks for the ranks' events, and for their parts while no pause
+#: is pending (a rank may have been asked by a SIGTERM of its own).
+_EVENTS_S: Final = 0.05
+_STOP_GRACE_S: Final = 5.0
+#: Set by torchrun's agent in every worker it starts.
+_TORCHRUN_ENV: Final = "TORCHELASTIC_RUN_ID"
+
+
+class LauncherError(PortalError):
+    """A multi-process job that cannot be launched this way."""
+
+    code = "CAPTURE_LAUNCHER"
+
+
+def torchrun_refusal(environ: dict[str, str] | os._Environ[str] = os.environ) -> str | None:
+    """Why a runtime started by torchrun is refused (None when it was not)."""
+    if _TORCHRUN_ENV not in environ or STORE_ENV in environ:
+        return None
+    return (
+        "this script was started by torchrun. When a rank pauses it exits with 75, and "
+        "torchrun's agent counts that as a failure and starts every rank again from its first "
+        "line, losing the work. Let Portal launch the ranks instead: "
+        "python -m portal.runtime run --nproc-per-node N SCRIPT (the same environment "
+        "torchrun gives), without torchrun"
+    )
+
+
+def _check_nproc(nproc: int) -> None:
+    if nproc < 1:
+        raise InvalidArgumentError(
+            f"--nproc-per-node {nproc}: a job needs at least 1 process per node; give the number "
+            "of ranks to start, e.g. --nproc-per-node 2"
+        )
+
+
+def _torch_distributed() -> Any:
+    try:
+        import torch.distributed as dist
+    except ImportError as exc:
+        raise LauncherError(
+            "--nproc-per-node starts torch.distributed ranks, and torch is not installed "
+            f"here ({exc}). Install torch in the job's environment, or run one process "
+            "without --nproc-per-node"
+        ) from exc
+    return dist
+
+
+class _Launcher:
+    """The ranks of one attempt, and the store they share (see module docstring)."""
+
+    def __init__(self, nproc: int, checkpoint: Path, control: str | None, grace: float) -> None:
+        _check_nproc(nproc)
+        dist = _torch_distributed()
+        self.nproc = nproc
+        self.checkpoint = checkpoint
+        self.grace = grace
+        self.store = dist.TCPStore(
+            "127.0.0.1",
+            0,
+            is_master=True,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=60),
+        )
+        self.parts_dir = checkpoint.parent / f".{checkpoint.name}.ranks"
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        self._requests = 0
+        self._deadline: float | None = None
+        self._lock = threading.RLock()
+        self._round = 0
+        self._paused: Paused | None = None
+        self._pending_sent = False
+        self._abandoned_sent = False
+        self._stop = threading.Event()
+        self._forwarder = threading.Thread()
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.channel = ControlChannel(control) if control else None
+
+    # -- what the control channel and SIGTERM ask (the engine's interface) ---------------------
+
+    def _request(self, op: dict[str, Any]) -> None:
+        with self._lock:
+            self.store.set(request_key(self._requests), json.dumps(op))
+            self._requests += 1
+
+    def request_pause(self, deadline: float, source: str) -> None:
+        with self._lock:
+            if self._deadline is not None and self._deadline <= deadline:
+                return
+            self._deadline = deadline
+            self._abandoned_sent = False
+        self._request({"op": "pause", "deadline": deadline, "source": source})
+        self._send(Pending(source=source, deadline=deadline))
+        self._pending_sent = True
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        with self._lock:
+            if self._deadline is None:
+                return
+            self._deadline = None
+        self._request({"op": "cancel", "reason": reason})
+
+    def request_probe(self, deadline: float | None = None) -> None:
+        self._send(
+            NotCheckpointed(
+                reason="error",
+                error="the checkpoint check does not look inside the ranks of a multi-process "
+                "job yet; a pause still checkpoints every rank",
+            )
+        )
+
+    def request_checkpoint(self, path: str, deadline: float | None = None) -> None:
+        self._send(
+            NotCheckpointed(
+                reason="error",
+                error="periodic checkpoints of a multi-process job are not taken yet: its "
+                "checkpoint set is written when it pauses",
+            )
+        )
+
+    def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
+        return None
+
+    def note_obstacle(self, frame: FrameType | None) -> None:
+        return None
+
+    def expire(self) -> None:
+        return None  # each rank abandons at the deadline itself, and says so
+
+    def deadline(self) -> float | None:
+        return self._deadline
+
+    def pending(self) -> bool:
+        deadline = self._deadline
+        return deadline is not None and time.time() < deadline
+
+    def _send(self, event: Any) -> None:
+        if self.channel is not None:
+            self.channel.send(event)
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.request_pause(time.time() + self.grace, "sigterm")
+
+    # -- the ranks ------------------------------------------------------------------------------
+
+    def part_path(self, rank: int) -> Path:
+        return self.parts_dir / f"rank{rank}.portal"
+
+    def _environment(self, rank: int) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop(CONTROL_ENV, None)  # the launcher serves the node; ranks talk to the store
+        env.update(
+            {
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(self.nproc),
+                "LOCAL_WORLD_SIZE": str(self.nproc),
+                "GROUP_RANK": "0",
+                "GROUP_WORLD_SIZE": "1",
+                "ROLE_RANK": str(rank),
+                "ROLE_WORLD_SIZE": str(self.nproc),
+                "ROLE_NAME": "default",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(self.store.port),
+                "TORCHELASTIC_USE_AGENT_STORE": "True",
+                "TORCHELASTIC_RESTART_COUNT": "0",
+                "TORCHELASTIC_MAX_RESTARTS": "0",
+                STORE_ENV: f"127.0.0.1:{self.store.port}",
+            }
+        )
+        if self.nproc > 1:
+            env.setdefault("OMP_NUM_THREADS", "1")  # as torchrun: N ranks share the cores
+        return env
+
+    def start(self, command: Callable[[int], list[str]]) -> None:
+        for rank in range(self.nproc):
+            self.children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "portal.runtime", *command(rank)],
+                    env=self._environment(rank),
+                )
+            )
+        self._forwarder = threading.Thread(
+            target=self._forward_events, name="portal-rank-events", daemon=True
+        )
+        self._forwarder.start()
+
+    def _forward_events(self) -> None:
+        """Pass the ranks' events on to the node: the first pending, each problem, one
+        abandonment per request (every rank abandons at the same deadline)."""
+        from portal.capture.distributed.rank import connect
+
+        store = connect(f"127.0.0.1:{self.store.port}")
+        seen = [0] * self.nproc
+        while not self._stop.wait(_EVENTS_S):
+            for rank in range(self.nproc):
+                key = f"{PREFIX}event/{rank}/{seen[rank]}"
+                try:
+                    if not store.check([key]):
+                        continue
+                    raw = store.get(key)
+                except Exception:
+                    continue
+                seen[rank] += 1
+                try:
+                    self._forward(decode_runtime_event(raw))
+                except msgspec.DecodeError:
+                    continue
+
+    def _forward(self, event: Any) -> None:
+        if isinstance(event, Paused):
+            return  # the launcher reports the set's own, once it is written
+        if isinstance(event, Pending):
+            if self._pending_sent:
+                return
+            self._pending_sent = True
+        if isinstance(event, Abandoned):
+            with self._lock:
+                if self._abandoned_sent:
+                    return
+                self._abandoned_sent = True
+                self._deadline = None
+                self._pending_sent = False
+        self._send(event)
+
+    # -- the commit -----------------------------------------------------------------------------
+
+    def _outcome_key(self) -> str:
+        return f"{PREFIX}outcome/{self._round}"
+
+    def _commit_step(self) -> None:
+        """Look at the current round: abort seen (move on), or every part written (write the
+        set, then answer go)."""
+        outcome = self._outcome_key()
+        if self.store.check([outcome]):
+            if self.store.get(outcome) != b"go":
+                self._round += 1
+            return
+        keys = [f"{PREFIX}part/{self._round}/{rank}" for rank in range(self.nproc)]
+        if not self.store.check(keys):
+            return
+        parts = [json.loads(self.store.get(key)) for key in keys]
+        entries = [
+            PartEntry(
+                rank=rank,
+                bytes=int(part["bytes"]),
+                paused_at=str(part["paused_at"]),
+                seconds_to_safe_point=float(part["seconds_to_safe_point"]),
+            )
+            for rank, part in enumerate(parts)
+        ]
+        pending = self.checkpoint.with_name(f"{self.checkpoint.name}.set")
+        started = time.time()
+        try:
+            size, header = write_set(
+                [self.part_path(r) for r in range(self.nproc)], entries, pending, round_=self._round
+            )
+        except Exception as exc:
+            pending.unlink(missing_ok=True)
+            message = f"writing the checkpoint set {self.checkpoint} failed: {exc}"
+            self.store.compare_set(outcome, "", f"abort:launcher: {message}")
+            self._send(Failed(error=message))
+            self._round += 1
+            return
+        if self.store.compare_set(outcome, "", "go") != b"go":
+            pending.unlink(missing_ok=True)  # a rank gave up first (its deadline): all run on
+            self._round += 1
+            return
+        os.replace(pending, self.checkpoint)
+        self._paused = Paused(
+            checkpoint=str(self.checkpoint),
+            bytes=size,
+            paused_at=header.paused_at,
+            seconds_to_safe_point=max(e.seconds_to_safe_point for e in entries),
+            seconds_to_write=max(0.0, time.time() - header.safe_point_time),
+        )
+        del started
+        self._round += 1
+
+    # -- the attempt ----------------------------------------------------------------------------
+
+    def _stop_ranks(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()  # not SIGTERM: to a rank that is a pause request
+        for child in self.children:
+            child.wait()
+
+    def wait(self) -> int:
+        """Until every rank has ended: 75 when the set is committed and every rank paused;
+        the first failing rank's status when one failed; else 0."""
+        idle = 0
+        try:
+            while True:
+                idle += 1
+                if self._deadline is not None or idle * _POLL_S >= _EVENTS_S:
+                    idle = 0
+                    self._commit_step()
+                codes = [child.poll() for child in self.children]
+                failed = [
+                    (rank, code)
+                    for rank, code in enumerate(codes)
+                    if code not in (None, 0) and not (code == EXIT_PAUSED and self._paused)
+                ]
+                if failed:
+                    rank, code = failed[0]
+                    with contextlib.suppress(Exception):
+                        self.store.compare_set(self._outcome_key(), "", f"abort:rank {rank} ended")
+                    self._stop_ranks()
+                    print(
+                        f"portal: rank {rank} ended with status {code}; the other ranks were "
+                        "stopped (their next collective would wait for it for ever)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return int(code or 1)
+                if all(code is not None for code in codes):
+                    if self._paused is not None and all(c == EXIT_PAUSED for c in codes):
+                        self._send(self._paused)
+                        return EXIT_PAUSED
+                    return 0
+                time.sleep(_POLL_S)
+        finally:
+            self._stop.set()
+            if self._forwarder.is_alive():
+                self._forwarder.join()
+
+    def close(self) -> None:
+        for path in self.parts_dir.glob("rank*.portal"):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.parts_dir.rmdir()
+        if self.channel is not None:
+            self.channel.close()
+
+
+def _launch(
+    nproc: int,
+    checkpoint: str,
+    control: str | None,
+    grace: float,
+    command: Callable[[_Launcher, int], list[str]],
+) -> int:
+    launcher = _Launcher(nproc, Path(os.path.abspath(checkpoint)), control, grace)
+    previous = signal.signal(signal.SIGTERM, launcher._on_sigterm)
+    try:
+        if launcher.channel is not None:
+            launcher.channel.start(launcher)
+        noticed = _early.take()
+        launcher.start(lambda rank: command(launcher, rank))
+        if noticed is not None:
+            launcher.request_pause(noticed + grace, "sigterm")
+        return launcher.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        launcher.close()
+
+
+def run_group(
+    script: str, args: list[str], *, nproc: int, checkpoint: str, control: str | None, grace: float
+) -> int:
+    """Start ``nproc`` ranks of ``script`` and wait for them (see module docstring)."""
+    return _launch(
+        nproc,
+        checkpoint,
+        control,
+        grace,
+        lambda launcher, rank: [
+            "run",
+            "--checkpoint",
+            str(launcher.part_path(rank)),
+            script,
+            *args,
+        ],
+    )
+
+
+def resume_group(
+    path: str, *, nproc: int, checkpoint: str | None, control: str | None, grace: float
+) -> int:
+    """Start every rank of the set at ``path`` again, each from its part."""
+    manifest = read_manifest(path)
+    if nproc not in (0, manifest.world_size):
+        raise LauncherError(
+            f"checkpoint {path!r} holds {manifest.world_size} ranks, not {nproc}: a job "
+            "resumes with as many ranks as it paused with (a different world size is not "
+            "supported yet)"
+        )
+    source = os.path.abspath(path)
+    return _launch(
+        manifest.world_size,
+        checkpoint or path,
+        control,
+        grace,
+        lambda launcher, rank: ["resume", "--checkpoint", str(launcher.part_path(rank)), source],
+    )

@@ -1,0 +1,86 @@
+"""A torchrun-style DDP training script (gloo, CPU), written as users write them: it knows
+nothing of Portal. Launched by ``python -m portal.runtime run --nproc-per-node N``.
+
+    ddp_train.py STEPS OUT_DIR [SUBGROUPS]
+
+Adam, dropout (each rank its own generator), small buckets (several all-reduces per backward,
+from DDP's reducer), a model whose forward uses its layers in another order than they are
+defined (the bucket layout DDP rebuilds differs from its initial one), a DistributedSampler
+loader over a shuffled dataset, and a logged all-reduce of the loss. Rank 0 prints one line per
+step; at the end every rank writes its parameters' SHA-256 and its log to OUT_DIR/rankR.json.
+SUBGROUPS "1": two groups made with new_group, {0, 1} and {1, 2} (three ranks), each
+all-reducing a value every step.
+"""
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+steps, out = int(sys.argv[1]), Path(sys.argv[2])
+subgroups = len(sys.argv) > 3 and sys.argv[3] == "1"
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c, self.d = (nn.Linear(12, 12) for _ in range(4))
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        return self.d(self.b(self.drop(torch.tanh(self.c(self.a(x))))))
+
+
+torch.manual_seed(0)  # the same initial weights on every rank
+data = TensorDataset(torch.randn(96, 12), torch.randn(96, 12))
+model = DistributedDataParallel(Net(), bucket_cap_mb=0.002)
+torch.manual_seed(1 + rank)  # each rank's own dropout
+optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+sampler = DistributedSampler(data, shuffle=True, seed=3)
+loader = DataLoader(data, batch_size=8, sampler=sampler)
+held = {}
+if subgroups:
+    held = {"g01": dist.new_group([0, 1]), "g12": dist.new_group([1, 2])}
+log = []
+step = 0
+epoch = 0
+while step < steps:
+    sampler.set_epoch(epoch)
+    for x, y in loader:
+        loss = (model(x) - y).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        logged = loss.detach().clone()
+        dist.all_reduce(logged)
+        entry = f"step {step} epoch {epoch} loss {logged.item():.10f}"
+        for name, group in held.items():
+            if not isinstance(group, int):  # this rank is a member
+                value = loss.detach().clone() * (2 if name == "g01" else 3)
+                dist.all_reduce(value, group=group)
+                entry += f" {name} {value.numpy().tobytes().hex()}"
+        log.append(entry)
+        if rank == 0:
+            print(entry, flush=True)
+        time.sleep(0.01)  # a step takes a while, as real ones do
+        step += 1
+        if step == steps:
+            break
+    epoch += 1
+
+digest = hashlib.sha256()
+for p in model.parameters():
+    digest.update(p.detach().numpy().tobytes())
+out.mkdir(parents=True, exist_ok=True)
+(out / f"rank{rank}.json").write_text(json.dumps({"log": log, "params": digest.hexdigest()}))
+dist.destroy_process_group()
