@@ -1,7 +1,7 @@
 """A torchrun-style DDP training script (gloo, CPU), written as users write them: it knows
 nothing of Portal. Launched by ``python -m portal.runtime run --nproc-per-node N``.
 
-    ddp_train.py STEPS OUT_DIR [SUBGROUPS]
+    ddp_train.py STEPS OUT_DIR [SUBGROUPS] [HOLD@RANK]
 
 Adam, dropout (each rank its own generator), small buckets (several all-reduces per backward,
 from DDP's reducer), a model whose forward uses its layers in another order than they are
@@ -9,11 +9,14 @@ defined (the bucket layout DDP rebuilds differs from its initial one), a Distrib
 loader over a shuffled dataset, and a logged all-reduce of the loss. Rank 0 prints one line per
 step; at the end every rank writes its parameters' SHA-256 and its log to OUT_DIR/rankR.json.
 SUBGROUPS "1": two groups made with new_group, {0, 1} and {1, 2} (three ranks), each
-all-reducing a value every step.
+all-reducing a value every step. HOLD@RANK: that rank also holds, for the whole run,
+``socket`` (an open socket: its state can never be carried, so the ranks can never all pause)
+or ``big`` (128 MiB of tensor: its part takes a while to write).
 """
 
 import hashlib
 import json
+import socket
 import sys
 import time
 from pathlib import Path
@@ -26,9 +29,13 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 steps, out = int(sys.argv[1]), Path(sys.argv[2])
 subgroups = len(sys.argv) > 3 and sys.argv[3] == "1"
+hold, _, hold_rank = (sys.argv[4] if len(sys.argv) > 4 else "@-1").partition("@")
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
+extra = None
+if rank == int(hold_rank):
+    extra = socket.socket() if hold == "socket" else torch.ones(32 << 20)
 
 
 class Net(nn.Module):

@@ -308,20 +308,26 @@ class _Launcher:
             for rank, part in enumerate(parts)
         ]
         pending = self.checkpoint.with_name(f"{self.checkpoint.name}.set")
-        started = time.time()
         try:
             size, header = write_set(
                 [self.part_path(r) for r in range(self.nproc)], entries, pending, round_=self._round
             )
         except Exception as exc:
-            pending.unlink(missing_ok=True)
-            message = f"writing the checkpoint set {self.checkpoint} failed: {exc}"
+            with contextlib.suppress(OSError):
+                pending.unlink(missing_ok=True)
+            why = exc.message if isinstance(exc, PortalError) else f"{type(exc).__name__}: {exc}"
+            message = (
+                f"writing the checkpoint set {self.checkpoint} failed: {why}. Every rank runs "
+                "on, and the pause is tried again while its deadline lasts; the previous "
+                "checkpoint stays the job's. Free room (or fix the folder) where it is written"
+            )
             self.store.compare_set(outcome, "", f"abort:launcher: {message}")
             self._send(Failed(error=message))
             self._round += 1
             return
         if self.store.compare_set(outcome, "", "go") != b"go":
-            pending.unlink(missing_ok=True)  # a rank gave up first (its deadline): all run on
+            with contextlib.suppress(OSError):  # a rank gave up first (its deadline): all run on
+                pending.unlink(missing_ok=True)
             self._round += 1
             return
         os.replace(pending, self.checkpoint)
@@ -332,7 +338,6 @@ class _Launcher:
             seconds_to_safe_point=max(e.seconds_to_safe_point for e in entries),
             seconds_to_write=max(0.0, time.time() - header.safe_point_time),
         )
-        del started
         self._round += 1
 
     # -- the attempt ----------------------------------------------------------------------------
@@ -381,6 +386,7 @@ class _Launcher:
                 time.sleep(_POLL_S)
         finally:
             self._stop.set()
+            self._stop_ranks()  # none is left running when the launcher goes, whatever ended it
             if self._forwarder.is_alive():
                 self._forwarder.join()
 

@@ -29,7 +29,7 @@ from portal.capture.extensions.workdir import set_job_root
 from portal.capture.image import check_interpreter, check_resumable_here, read_image
 from portal.capture.probing import set_active_context
 from portal.capture.resume import RESUMED_CODE, restore
-from portal.capture.snapshot import CaptureContext
+from portal.capture.snapshot import CaptureContext, CaptureExtension
 from portal.capture.usercode import UserCode
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
@@ -119,6 +119,12 @@ def _reducers(session: RankSession | None) -> dict[str, Callable[[Any], Any]]:
     return reducers
 
 
+def _extensions(session: RankSession | None) -> list[CaptureExtension]:
+    """The capture extensions; a rank carries the working directory only as rank 0."""
+    extensions = _plugins.load_capture_extensions()
+    return extensions if session is None else session.share_workdir(extensions)
+
+
 _closers: list[Callable[[], None]] = []  # runtime singleton: what to close when the script ends
 
 
@@ -196,7 +202,7 @@ def run_script(
         main_namespace=main.__dict__,
         entry_code=code,
         reducers=_reducers(session),
-        extensions=_plugins.load_capture_extensions(),
+        extensions=_extensions(session),
         resumed=RESUMED_CODE,
     )
     engine = _arm(
@@ -246,7 +252,7 @@ def resume_script(
     if os.path.isdir(header.cwd):
         os.chdir(header.cwd)
     main = _main_module(header.script)
-    extensions = _plugins.load_capture_extensions()
+    extensions = _extensions(session)
     _set_aside_portals_objects()
     try:
         restored = restore(image, main, extensions=extensions)

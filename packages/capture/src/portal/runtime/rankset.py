@@ -14,6 +14,7 @@ until the new one replaces it.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Sequence
@@ -178,9 +179,11 @@ def write_set(
         )
     finally:
         for view in views:
-            view.release()
+            with contextlib.suppress(BufferError):  # a slice still held: freed with it
+                view.release()
         for m in maps:
-            m.close()
+            with contextlib.suppress(BufferError):
+                m.close()
         for fh in handles:
             fh.close()
     return size, header

@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
@@ -97,6 +97,20 @@ def distributed_reducers() -> dict[str, Callable[[Any], Any]]:
 
 
 _encode = msgspec.json.Encoder().encode
+#: The capture extension that carries the working directory's files (rank 0's part only).
+_WORKDIR_EXTENSION: Final = "workdir_files"
+_WORKDIR_RESTORED: Final = f"{PREFIX}workdir-restored"
+
+
+class _Extension:
+    """A capture extension as the engine takes it (name, capture, restore)."""
+
+    def __init__(
+        self, name: str, capture: Callable[[], Any], restore: Callable[[Any], None]
+    ) -> None:
+        self.name = name
+        self.capture = capture
+        self.restore = restore
 
 
 class _Init:
@@ -180,6 +194,35 @@ class RankSession:
             )
         log = group_log.GroupLog(calls=list(record.groups))
         group_log.replay(log, backend=record.backend, timeout_s=record.timeout_s)
+
+    def share_workdir(self, extensions: Sequence[Any]) -> list[Any]:
+        """The capture extensions of this rank, the working directory's carried once.
+
+        Every rank runs in the one working directory, and at the agreed cut they all see it
+        alike: rank 0's part carries its files, the others' carry none (W copies would cost W
+        times the room, and W ranks restoring the same files would race). At resume the other
+        ranks wait, before anything of theirs that reads a file (an open file reopened, the
+        program's next line), until rank 0 has put the files back."""
+        shared = []
+        for ext in extensions:
+            if ext.name != _WORKDIR_EXTENSION:
+                shared.append(ext)
+            elif self.rank == 0:
+                shared.append(_Extension(ext.name, ext.capture, self._restored_by(ext.restore)))
+            else:
+                shared.append(_Extension(ext.name, lambda: None, self._wait_for_workdir))
+        return shared
+
+    def _restored_by(self, restore: Callable[[Any], None]) -> Callable[[Any], None]:
+        def restore_then_say(state: Any) -> None:
+            restore(state)
+            self.store.set(_WORKDIR_RESTORED, "1")
+
+        return restore_then_say
+
+    def _wait_for_workdir(self, state: Any) -> None:
+        while not self.store.check([_WORKDIR_RESTORED]):
+            time.sleep(_COMMIT_POLL_S)
 
     # -- requests --------------------------------------------------------------------------------
 

@@ -1,0 +1,278 @@
+"""Multi-process jobs end to end: ``python -m portal.runtime run --nproc-per-node N`` launches a
+DDP script of torchrun's shape (gloo, CPU, 127.0.0.1, ports from the OS); a SIGTERM at a
+random step pauses every rank at one consistent point, the launcher writes the set and exits
+75, and ``resume`` continues every rank in new processes. Against an uninterrupted run of the
+same launcher: stdout byte for byte, every rank's logged losses and parameters bit for bit.
+
+The ranks learn of the pause each on its own (each polls the store), so they arm skewed by up
+to one polling interval, and may stop at different lines. The failure cases: a rank that can
+never be carried (nobody pauses, all run on, the deadline is reported), a set that cannot be
+written (all run on, the failure is reported), a rank killed while writing its part (the job
+ends, the previous set stays in force), and torchrun's own launch (refused).
+
+CI runs one case of each shape (W=2, W=3, W=3 with new_group subgroups), chosen by the
+seed printed; ``PORTAL_RANKS_ALL=1`` runs all of them (:data:`SEEDS` each).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _harness import connect, short_dir
+
+pytest.importorskip("torch")
+
+SCRIPT = Path(__file__).parent / "torch_scripts" / "ddp_train.py"
+STEPS = 200
+SEEDS = 8
+SHAPES = [(2, False), (3, False), (3, True)]
+SEED = int(os.environ.get("PORTAL_TEST_SEED") or random.SystemRandom().randrange(1 << 30))
+
+
+def _cases() -> list[tuple[int, bool, int]]:
+    every = [(w, sub, i) for w, sub in SHAPES for i in range(SEEDS)]
+    if os.environ.get("PORTAL_RANKS_ALL") == "1":
+        return every
+    pick = random.Random(f"ranks:{SEED}")
+    return [(w, sub, pick.randrange(SEEDS)) for w, sub in SHAPES]
+
+
+def _runtime(*args: str) -> list[str]:
+    return [sys.executable, "-m", "portal.runtime", *args]
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC", "PORTAL_"))}
+    env.update(OMP_NUM_THREADS="1", **extra)
+    return env
+
+
+def _args(out: Path, subgroups: bool, hold: str = "") -> list[str]:
+    return [str(SCRIPT), str(STEPS), str(out), "1" if subgroups else "0", hold or "@-1"]
+
+
+def _results(out: Path, world: int) -> list[str]:
+    return [(out / f"rank{r}.json").read_text() for r in range(world)]
+
+
+Reference = tuple[bytes, list[str]]
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, bool], Reference]:
+    """The uninterrupted run of each shape (run once): its stdout and every rank's results."""
+    made: dict[tuple[int, bool], Reference] = {}
+
+    def reference(world: int, subgroups: bool) -> Reference:
+        if (world, subgroups) not in made:
+            folder = tmp_path_factory.mktemp(f"plain{world}{int(subgroups)}")
+            done = subprocess.run(
+                _runtime("run", "--nproc-per-node", str(world), *_args(folder / "out", subgroups)),
+                capture_output=True,
+                env=_env(),
+                cwd=folder,
+                timeout=180,
+            )
+            assert done.returncode == 0, done.stderr.decode()[-3000:]
+            made[world, subgroups] = (done.stdout, _results(folder / "out", world))
+        return made[world, subgroups]
+
+    return reference
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _start(folder: Path, command: list[str], stdout: Path, **env: str) -> subprocess.Popen[bytes]:
+    with stdout.open("wb") as out, (folder / f"{stdout.stem}.err").open("wb") as err:
+        return subprocess.Popen(command, stdout=out, stderr=err, env=_env(**env), cwd=folder)
+
+
+def _when_lines(proc: subprocess.Popen[bytes], stdout: Path, lines: int) -> None:
+    end = time.monotonic() + 120
+    while _lines(stdout) < lines:
+        assert proc.poll() is None, f"the job ended before step {lines}"
+        assert time.monotonic() < end
+        time.sleep(0.005)
+
+
+def _err(folder: Path, name: str) -> str:
+    return (folder / f"{name}.err").read_text(errors="replace")[-4000:]
+
+
+@pytest.mark.parametrize(
+    ("world", "subgroups", "case"),
+    _cases(),
+    ids=lambda v: str(v) if not isinstance(v, bool) else ("sub" if v else "ddp"),
+)
+def test_ranks_pause_together_and_resume_bit_for_bit(
+    tmp_path: Path, plain: Callable[[int, bool], Reference], world: int, subgroups: bool, case: int
+) -> None:
+    rng = random.Random(f"{SEED}:{world}:{subgroups}:{case}")
+    print(f"seed={SEED} (PORTAL_TEST_SEED={SEED} reproduces)")
+    expected_out, expected = plain(world, subgroups)
+    out, ck = tmp_path / "out", tmp_path / "job.portal"
+    first = tmp_path / "first.txt"
+    proc = _start(
+        tmp_path,
+        _runtime(
+            "run", "--nproc-per-node", str(world), "--checkpoint", str(ck), *_args(out, subgroups)
+        ),
+        first,
+    )
+    _when_lines(proc, first, rng.randrange(2, STEPS - 30))
+    time.sleep(rng.uniform(0, 0.02))
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 75, _err(tmp_path, "first")
+    assert ck.exists() and not list(tmp_path.glob(".job.portal.*"))
+    second = tmp_path / "second.txt"
+    resumed = _start(tmp_path, _runtime("resume", str(ck)), second)
+    assert resumed.wait(timeout=180) == 0, _err(tmp_path, "second")
+    assert first.read_bytes() + second.read_bytes() == expected_out
+    assert _results(out, world) == expected
+
+
+def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
+    plain: Callable[[int, bool], Reference],
+) -> None:
+    """Rank 1 holds a socket: no safe point can carry it, so no pause is ever committed. Every
+    rank runs on to the end (nothing hangs on it), and the node hears what held it and that
+    the deadline passed."""
+    expected_out, expected = plain(2, False)
+    work = Path(short_dir())
+    sock, ck = str(work / "c.sock"), work / "job.portal"
+    stdout = work / "out.txt"
+    proc = _start(
+        work,
+        _runtime(
+            "run",
+            "--nproc-per-node",
+            "2",
+            "--checkpoint",
+            str(ck),
+            "--control",
+            sock,
+            *_args(work / "out", False, "socket@1"),
+        ),
+        stdout,
+    )
+    control = connect(proc, sock)  # type: ignore[arg-type]
+    assert control is not None
+    _when_lines(proc, stdout, 5)
+    control.pause(within=1.0)
+    events = control.events_until({"abandoned", "paused"}, timeout=60)
+    control.close()
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "pending" and kinds[-1] == "abandoned", events
+    assert events[-1]["reason"] == "deadline"
+    problems = [p for e in events if e["event"] == "deferred" for p in e["problems"]]
+    assert any(p["name"] == "extra" and "socket" in p["type_name"] for p in problems), events
+    assert proc.wait(timeout=120) == 0, _err(work, "out")
+    assert stdout.read_bytes() == expected_out
+    assert _results(work / "out", 2) == expected
+    assert not ck.exists()
+
+
+def test_a_set_that_cannot_be_written_leaves_every_rank_running(
+    plain: Callable[[int, bool], Reference],
+) -> None:
+    """Every part is written, but the set is not (its file's place is taken): the launcher
+    answers abort, every rank runs on, and the node hears why."""
+    expected_out, expected = plain(2, False)
+    work = Path(short_dir())
+    sock, ck = str(work / "c.sock"), work / "job.portal"
+    (work / "job.portal.set").mkdir()  # where the set is written before it replaces ck
+    stdout = work / "out.txt"
+    proc = _start(
+        work,
+        _runtime(
+            "run",
+            "--nproc-per-node",
+            "2",
+            "--checkpoint",
+            str(ck),
+            "--control",
+            sock,
+            *_args(work / "out", False),
+        ),
+        stdout,
+    )
+    control = connect(proc, sock)  # type: ignore[arg-type]
+    assert control is not None
+    _when_lines(proc, stdout, 5)
+    control.pause(within=1.0)
+    events = control.events_until({"abandoned", "paused"}, timeout=60)
+    control.close()
+    failed = [e for e in events if e["event"] == "failed"]
+    assert failed and "job.portal.set" in failed[0]["error"], events
+    assert events[-1]["event"] == "abandoned"
+    assert proc.wait(timeout=120) == 0, _err(work, "out")
+    assert stdout.read_bytes() == expected_out
+    assert _results(work / "out", 2) == expected
+    assert not ck.exists()
+
+
+def _part_writers(parts: Path) -> Iterator[int]:
+    """The pids of ranks writing their part now (``write_image``'s temporary file names)."""
+    for tmp in parts.glob(".rank*.portal.*.tmp"):
+        yield int(tmp.name.split(".")[-2])
+
+
+def test_a_rank_killed_while_writing_its_part_leaves_the_previous_set(
+    tmp_path: Path, plain: Callable[[int, bool], Reference]
+) -> None:
+    expected_out, expected = plain(2, False)
+    out, ck = tmp_path / "out", tmp_path / "job.portal"
+    args = _args(out, False, "big@1")
+    first = tmp_path / "first.txt"
+    proc = _start(
+        tmp_path, _runtime("run", "--nproc-per-node", "2", "--checkpoint", str(ck), *args), first
+    )
+    _when_lines(proc, first, 10)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 75, _err(tmp_path, "first")
+    kept = ck.read_bytes()
+    second = tmp_path / "second.txt"
+    resumed = _start(tmp_path, _runtime("resume", str(ck)), second)
+    _when_lines(resumed, second, 20)
+    resumed.send_signal(signal.SIGTERM)
+    parts = tmp_path / ".job.portal.ranks"
+    end = time.monotonic() + 60
+    while not (writers := list(_part_writers(parts))):
+        assert resumed.poll() is None and time.monotonic() < end, _err(tmp_path, "second")
+        time.sleep(0.0005)
+    os.kill(writers[0], signal.SIGKILL)
+    code = resumed.wait(timeout=120)
+    assert code not in (0, 75), _err(tmp_path, "second")
+    assert "ended with status" in _err(tmp_path, "second")
+    assert ck.read_bytes() == kept  # the set from the first pause is still the job's
+    third = tmp_path / "third.txt"
+    again = _start(tmp_path, _runtime("resume", str(ck)), third)
+    assert again.wait(timeout=180) == 0, _err(tmp_path, "third")
+    assert first.read_bytes() + third.read_bytes() == expected_out
+    assert _results(out, 2) == expected
+
+
+def test_a_runtime_started_by_torchrun_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run(
+        _runtime("run", str(SCRIPT), "1", str(tmp_path)),
+        capture_output=True,
+        text=True,
+        env=_env(TORCHELASTIC_RUN_ID="abc", RANK="0", WORLD_SIZE="1"),
+        timeout=60,
+    )
+    assert done.returncode == 65
+    assert "[CAPTURE_LAUNCHER]" in done.stderr and "--nproc-per-node N" in done.stderr
+    assert "Traceback" not in done.stderr
