@@ -135,7 +135,7 @@ def tests(session: nox.Session, package: str) -> None:
     for dependency in _workspace_deps(package):
         install += ["-e", str(_package_dir(dependency))]
     session.install(*install, "pytest>=8", "hypothesis>=6.100")
-    if package == "capture":
+    if package in ("capture", "portal"):  # portal: the multi-process jobs end to end
         _install_local_torch(session)
     if package == "storage":
         _ensure_azurite(session)

@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import msgspec
 
-from portal.capture.distributed.rank import PREFIX, STORE_ENV, request_key
+from portal.capture.distributed.rank import PREFIX, STORE_ENV, armed_key, request_key
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime.control import CONTROL_ENV, ControlChannel
@@ -132,7 +132,8 @@ class _Launcher:
         self._stop = threading.Event()
         self._forwarder = threading.Thread()
         self.children: list[subprocess.Popen[bytes]] = []
-        self.channel = ControlChannel(control) if control else None
+        self.control = control
+        self.channel: ControlChannel | None = None
 
     # -- what the control channel and SIGTERM ask (the engine's interface) ---------------------
 
@@ -242,6 +243,31 @@ class _Launcher:
             target=self._forward_events, name="portal-rank-events", daemon=True
         )
         self._forwarder.start()
+
+    def wait_armed(self) -> None:
+        """Until every rank runs armed (a resumed one: its part loaded), or one has ended.
+
+        Only then does the launcher open its control socket: the node greets a runtime once
+        its checkpoint is loaded (it then removes its decrypted copy), and here that is every
+        rank's."""
+        keys = [armed_key(rank) for rank in range(self.nproc)]
+        while not self.store.check(keys):
+            if any(child.poll() is not None for child in self.children):
+                return
+            time.sleep(_POLL_S)
+
+    def open_control(self) -> None:
+        if not self.control:
+            return
+        try:
+            self.channel = ControlChannel(self.control)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot listen on the control socket {self.control!r}: {exc.strerror or exc}. "
+                "Give --control (or PORTAL_RUNTIME_CONTROL) a path in an existing, writable "
+                "directory, at most 107 bytes long"
+            ) from exc
+        self.channel.start(self)
 
     def _forward_events(self) -> None:
         """Pass the ranks' events on to the node: the first pending, each problem, one
@@ -391,6 +417,10 @@ class _Launcher:
                 self._forwarder.join()
 
     def close(self) -> None:
+        self._stop.set()
+        self._stop_ranks()
+        if self._forwarder.is_alive():
+            self._forwarder.join()
         for path in self.parts_dir.glob("rank*.portal"):
             path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
@@ -409,12 +439,12 @@ def _launch(
     launcher = _Launcher(nproc, Path(os.path.abspath(checkpoint)), control, grace)
     previous = signal.signal(signal.SIGTERM, launcher._on_sigterm)
     try:
-        if launcher.channel is not None:
-            launcher.channel.start(launcher)
         noticed = _early.take()
         launcher.start(lambda rank: command(launcher, rank))
         if noticed is not None:
             launcher.request_pause(noticed + grace, "sigterm")
+        launcher.wait_armed()
+        launcher.open_control()
         return launcher.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -154,6 +154,10 @@ class Job:
     memory_gib: float | None = None
     #: The user's guess of its state's size (``--state-gib``), used until a figure is measured.
     state_gib: float | None = None
+    #: Ranks of a torch.distributed job Portal launches (``--nproc-per-node``); None: one process.
+    nproc_per_node: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
 
 
 class AttemptState(enum.StrEnum):

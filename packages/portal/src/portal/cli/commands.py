@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from portal.cli.exits import EXIT_PORTAL, EXIT_SUSPENDED, note
 from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
+from portal.cli.ranks import nproc_option
 from portal.cli.resume_point import resume_point
 from portal.control import silence, wording
 from portal.control.checkpoints import job_checkpoints
@@ -103,6 +104,7 @@ class Cli:
             name=options.name,
             memory_gib=options.memory,
             state_gib=options.state_gib,
+            nproc_per_node=nproc_option(options.nproc_per_node),
         )
         try:
             self.store.create_job_key(job.id)

@@ -149,6 +149,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     _placement_flags(run, new_job=True)
     run.add_argument(*_CHECKPOINT_EVERY_FLAG[0], **_CHECKPOINT_EVERY_FLAG[1])
+    run.add_argument(
+        "--nproc-per-node",
+        metavar="N",
+        type=int,
+        help="start N ranks of a torch.distributed script, as torchrun would (Portal is the "
+        "launcher: leave torchrun out); they pause together and resume bit for bit. "
+        "e.g. --nproc-per-node 2",
+    )
     run.add_argument("script", metavar="SCRIPT", help="the Python file to run. e.g. train.py")
     run.add_argument(
         "args",

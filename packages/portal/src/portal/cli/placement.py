@@ -29,6 +29,7 @@ import time
 from typing import Any, Protocol
 
 from portal.cli.exits import EXIT_SUSPENDED, note
+from portal.cli.ranks import nproc_option
 from portal.control import silence, wording
 from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
@@ -276,6 +277,7 @@ class Placement:
             name=options.name,
             memory_gib=options.memory,
             state_gib=options.state_gib,
+            nproc_per_node=nproc_option(options.nproc_per_node),
         )
         self.cli.store.create_job_key(job.id)
         if options.spot_only:

@@ -89,6 +89,7 @@ class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     args: list[str] = []
     memory_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
     state_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
+    nproc_per_node: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
 
     @classmethod
     def of(cls, job: Job) -> JobWire:

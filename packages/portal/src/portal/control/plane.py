@@ -104,6 +104,7 @@ class ControlPlane:
         name: str | None = None,
         memory_gib: float | None = None,
         state_gib: float | None = None,
+        nproc_per_node: int | None = None,
     ) -> Job:
         job = Job(
             id=new_job_id(),
@@ -114,6 +115,7 @@ class ControlPlane:
             created_at=self.clock.now(),
             memory_gib=memory_gib,
             state_gib=state_gib,
+            nproc_per_node=nproc_per_node,
         )
         self.store.create_job(job)
         self.paths(job.id).notices.mkdir(parents=True, exist_ok=True)

@@ -118,9 +118,16 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "state_gib: the state-size guess apart from the machine memory asked for",
         "ALTER TABLE jobs ADD COLUMN state_gib DOUBLE PRECISION;",
     ),
+    (
+        5,
+        "nproc_per_node: the ranks of a multi-process job",
+        "ALTER TABLE jobs ADD COLUMN nproc_per_node INTEGER;",
+    ),
 )
 
-_JOB_COLUMNS = "id, name, script, args, workdir, created_at, state, memory_gib, state_gib"
+_JOB_COLUMNS = (
+    "id, name, script, args, workdir, created_at, state, memory_gib, state_gib, nproc_per_node"
+)
 _ATTEMPT_COLUMNS = "job_id, number, machine, started_at, state, ended_at, exit_code, resumed_from"
 
 
@@ -254,7 +261,7 @@ class PostgresControlStore:
 
     @staticmethod
     def _job(row: Sequence[Any]) -> Job:
-        id_, name, script, args, workdir, created_at, state, memory_gib, state_gib = row
+        id_, name, script, args, workdir, created_at, state, memory_gib, state_gib, nproc = row
         return Job(
             id=id_,
             name=name,
@@ -265,12 +272,14 @@ class PostgresControlStore:
             state=state,
             memory_gib=memory_gib,
             state_gib=state_gib,
+            nproc_per_node=nproc,
         )
 
     def create_job(self, job: Job) -> Job:
         try:
             self._conn().execute(
-                f"INSERT INTO jobs ({_JOB_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                f"INSERT INTO jobs ({_JOB_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     job.id,
                     job.name,
@@ -281,6 +290,7 @@ class PostgresControlStore:
                     str(job.state),
                     job.memory_gib,
                     job.state_gib,
+                    job.nproc_per_node,
                 ),
             )
         except self._psycopg.errors.UniqueViolation:

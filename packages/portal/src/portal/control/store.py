@@ -120,6 +120,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     state TEXT NOT NULL,
     memory_gib REAL,
     state_gib REAL,
+    nproc_per_node INTEGER,
     last_heard REAL
 );
 CREATE TABLE IF NOT EXISTS attempts (
@@ -153,8 +154,9 @@ CREATE TABLE IF NOT EXISTS reclaims (
 _SCHEMA_NAMES = frozenset(
     {"jobs", "attempts", "events", "events_by_job", "reclaims", "events_by_report"}
 )
-#: ``PRAGMA user_version`` of a database made or upgraded by this Portal (1: jobs.state_gib).
-_SCHEMA_VERSION = 1
+#: ``PRAGMA user_version`` of a database made or upgraded by this Portal (1: jobs.state_gib;
+#: 2: jobs.nproc_per_node).
+_SCHEMA_VERSION = 2
 
 
 class SqliteControlStore:
@@ -204,6 +206,8 @@ class SqliteControlStore:
         job_columns = {r["name"] for r in db.execute("PRAGMA table_info(jobs)").fetchall()}
         if "state_gib" not in job_columns:  # before --state-gib was apart from --memory
             db.execute("ALTER TABLE jobs ADD COLUMN state_gib REAL")
+        if "nproc_per_node" not in job_columns:  # before multi-process jobs
+            db.execute("ALTER TABLE jobs ADD COLUMN nproc_per_node INTEGER")
         columns = {r["name"] for r in db.execute("PRAGMA table_info(events)").fetchall()}
         if "report_id" not in columns:  # before reports had ids (issue: duplicated events)
             db.execute("ALTER TABLE events ADD COLUMN report_id TEXT")
@@ -254,6 +258,7 @@ class SqliteControlStore:
             state=row["state"],
             memory_gib=row["memory_gib"],
             state_gib=row["state_gib"],
+            nproc_per_node=row["nproc_per_node"],
         )
 
     def create_job(self, job: Job) -> Job:
@@ -261,7 +266,8 @@ class SqliteControlStore:
             with self._tx() as db:
                 db.execute(
                     "INSERT INTO jobs (id, name, script, args, workdir, created_at, state, "
-                    "memory_gib, state_gib) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "memory_gib, state_gib, nproc_per_node) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         job.id,
                         job.name,
@@ -272,6 +278,7 @@ class SqliteControlStore:
                         str(job.state),
                         job.memory_gib,
                         job.state_gib,
+                        job.nproc_per_node,
                     ),
                 )
         except sqlite3.IntegrityError:

@@ -279,6 +279,8 @@ class Node:
         if self._probe.rehearse:
             control.append("--probe-rehearsal")  # capture_probe = full on an on-demand machine
         if self.resume_from is None:
+            if self.job.nproc_per_node:  # Portal launches the ranks (a resume finds them)
+                control += ["--nproc-per-node", str(self.job.nproc_per_node)]
             return [*base, "run", *control, self.job.script, *self.job.args]
         return [*base, "resume", *control, str(self._download(self.resume_from))]
 

@@ -48,6 +48,7 @@ __all__ = [
     "PREFIX",
     "STORE_ENV",
     "RankSession",
+    "armed_key",
     "connect",
     "distributed_reducers",
     "request_key",
@@ -68,6 +69,11 @@ _COMMIT_POLL_S: Final = 0.002
 
 def request_key(n: int) -> str:
     return f"{PREFIX}request/{n}"
+
+
+def armed_key(rank: int) -> str:
+    """Set once the rank runs armed (for a resume: its state loaded)."""
+    return f"{PREFIX}armed/{rank}"
 
 
 def connect(address: str, *, timeout_s: float = 60.0) -> Any:
@@ -236,6 +242,7 @@ class RankSession:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+        self.store.set(armed_key(self.rank), "1")  # the launcher answers the node from now on
 
     def _watch(self) -> None:
         # Its own connection: the main thread's ballot calls never queue behind this one's.
