@@ -52,7 +52,7 @@ from portal.runtime.protocol import (
     Pending,
     decode_runtime_event,
 )
-from portal.runtime.rankset import PartEntry, read_manifest, write_set
+from portal.runtime.rankset import PartEntry, RankSetMismatchError, read_manifest, write_set
 
 __all__ = ["LauncherError", "resume_group", "run_group", "torchrun_refusal"]
 
@@ -102,6 +102,10 @@ def _torch_distributed() -> Any:
             "without --nproc-per-node"
         ) from exc
     return dist
+
+
+def _torch_version() -> str:
+    return str(_torch_distributed() and sys.modules["torch"].__version__)
 
 
 class _Launcher:
@@ -480,6 +484,14 @@ def resume_group(
             f"checkpoint {path!r} holds {manifest.world_size} ranks, not {nproc}: a job "
             "resumes with as many ranks as it paused with (a different world size is not "
             "supported yet)"
+        )
+    torch_here = str(getattr(sys.modules.get("torch"), "__version__", "")) or _torch_version()
+    if manifest.torch and manifest.torch != torch_here:
+        raise RankSetMismatchError(
+            f"checkpoint {path!r} was written by ranks running torch {manifest.torch}; this is "
+            f"torch {torch_here}. Its process groups, DDP and optimizer states are torch's own "
+            f"objects: resume where torch {manifest.torch} is installed",
+            details={"checkpoint": manifest.torch, "here": torch_here},
         )
     source = os.path.abspath(path)
     return _launch(

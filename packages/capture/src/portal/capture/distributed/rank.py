@@ -92,9 +92,10 @@ def connect(address: str, *, timeout_s: float = 60.0) -> Any:
 
 def distributed_reducers() -> dict[str, Callable[[Any], Any]]:
     """The reducers a rank's checkpoint needs for torch.distributed objects, by type name."""
-    from portal.capture.distributed import ddp, objects
+    from portal.capture.distributed import ddp, objects, refused
 
     return {
+        **refused.refused_reducers(),
         "torch.nn.parallel.distributed.DistributedDataParallel": ddp.reduce_ddp,
         "torch.distributed.distributed_c10d.ProcessGroup": group_log.reduce_group,
         "torch._C._distributed_c10d.ProcessGroup": group_log.reduce_group,
