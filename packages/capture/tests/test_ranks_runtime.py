@@ -276,3 +276,69 @@ def test_a_runtime_started_by_torchrun_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 65
     assert "[CAPTURE_LAUNCHER]" in done.stderr and "--nproc-per-node N" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
+    plain: Callable[[int, bool], Reference],
+) -> None:
+    """The node asks for a periodic checkpoint: the ranks agree as for a pause, the set is
+    written, and they run on. The machine is then lost (every process killed): the job resumes
+    from that set, its output from where the set's state left it."""
+    expected_out, expected = plain(2, False)
+    work = Path(short_dir())
+    sock, ck, periodic = str(work / "c.sock"), work / "job.portal", work / "periodic.portal"
+    stdout = work / "out.txt"
+    with stdout.open("wb") as out, (work / "out.err").open("wb") as err:
+        proc = subprocess.Popen(
+            _runtime(
+                "run", "--nproc-per-node", "2", "--checkpoint", str(ck), "--control", sock,
+                *_args(work / "out", False),
+            ),
+            stdout=out, stderr=err, env=_env(), cwd=work, start_new_session=True,
+        )  # fmt: skip
+    control = connect(proc, sock)  # type: ignore[arg-type]
+    assert control is not None
+    _when_lines(proc, stdout, 10)
+    control.send({"op": "checkpoint", "path": str(periodic), "deadline": time.time() + 30})
+    events = control.events_until({"checkpointed", "not-checkpointed"}, timeout=60)
+    assert events[-1]["event"] == "checkpointed", events
+    taken = events[-1]
+    assert taken["checkpoint"] == str(periodic) and "ddp_train.py:" in taken["where"]
+    lines = _lines(stdout)
+    _when_lines(proc, stdout, lines + 10)  # the ranks ran on
+    os.killpg(proc.pid, signal.SIGKILL)  # the machine is lost: no notice, no pause
+    proc.wait(timeout=30)
+    control.close()
+    assert not ck.exists()
+    again = work / "again.txt"
+    resumed = _start(work, _runtime("resume", str(periodic)), again)
+    assert resumed.wait(timeout=180) == 0, _err(work, "again")
+    kept = stdout.read_bytes()[: taken["stdout_bytes"]]
+    assert kept + again.read_bytes() == expected_out
+    assert _results(work / "out", 2) == expected
+
+
+def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, bool], Reference]) -> None:
+    expected_out, _ = plain(2, False)
+    work = Path(short_dir())
+    sock = str(work / "c.sock")
+    stdout = work / "out.txt"
+    proc = _start(
+        work,
+        _runtime(
+            "run", "--nproc-per-node", "2", "--checkpoint", str(work / "job.portal"),
+            "--control", sock, *_args(work / "out", False, "socket@1"),
+        ),
+        stdout,
+    )  # fmt: skip
+    control = connect(proc, sock)  # type: ignore[arg-type]
+    assert control is not None
+    _when_lines(proc, stdout, 5)
+    control.send({"op": "probe", "deadline": time.time() + 30})
+    report = control.events_until({"probe"}, timeout=60)[-1]
+    control.close()
+    assert [p["name"] for p in report["problems"]] == ["extra"]
+    assert report["problems"][0]["where"].startswith("rank 1: ")
+    assert report["checked_bytes"] > 0
+    assert proc.wait(timeout=120) == 0, _err(work, "out")
+    assert stdout.read_bytes() == expected_out

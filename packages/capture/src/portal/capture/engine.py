@@ -71,6 +71,9 @@ WAKE_SIGNAL: Final = signal.SIGUSR1
 _BACKOFF_FIRST: Final = 0.01
 _BACKOFF_MAX: Final = 0.5
 _HISTORY_MAX: Final = 50
+#: How long a rank waits for its peers to agree on a periodic checkpoint (which has no deadline
+#: of its own) before it runs on, to try again at a later line.
+_GROUP_AGREE_S: Final = 30.0
 #: Where Portal's own code in a job's process lives: the engine, the runtime and its control
 #: channel (see :func:`outside_portal`).
 _PORTAL_DIRS: Final = tuple(
@@ -96,7 +99,7 @@ class PauseGroup(Protocol):
     def drain(self) -> None: ...
     def record(self) -> Any: ...
     def abort(self, reason: str) -> None: ...
-    def commit(self, part: dict[str, Any], deadline: float) -> bool: ...
+    def commit(self, part: dict[str, Any], deadline: float) -> str: ...
 
 
 class _ProbeStopped(BaseException):
@@ -273,6 +276,15 @@ class Engine:
         # A script that asks is about to release what held the pause up: try again soon.
         self._next_try = min(self._next_try, now + _BACKOFF_FIRST)
         return now < request.deadline
+
+    def wanted(self) -> bool:
+        """True while a pause or a periodic checkpoint is wanted (no side effect, any thread:
+        a rank's peers need its counts meanwhile)."""
+        request = self._request
+        if request is not None and self._clock() < request.deadline:
+            return True
+        probe = self._probe
+        return probe is not None and probe.keep_at is not None
 
     def deadline(self) -> float | None:
         request = self._request
@@ -480,6 +492,9 @@ class Engine:
             self._listen_outside_obstacle(frame)
             return
         self._probe = None
+        if wanted.keep_at is not None and self._group is not None:
+            self._group_checkpoint(frame, position, wanted, self._group)
+            return
         if wanted.keep_at is not None:
             done = self._checkpoint_here(frame, position, wanted, wanted.keep_at)
             if done is not None:  # else it waits, or a writer thread reports once it is whole
@@ -612,6 +627,60 @@ class Engine:
         ).start()
         return None
 
+    def _group_checkpoint(
+        self, frame: FrameType, position: Any, wanted: _ProbeWanted, group: PauseGroup
+    ) -> None:
+        """A periodic checkpoint of one rank of a multi-process job: agreed with the other
+        ranks as a pause is, this rank's part written here (to its own part's path), and held
+        at the safe point until the launcher has written the set (``checkpoint``: it runs on,
+        and the launcher reports) or asked for the pause it now has (``pause``: the set is
+        the pause's, and this process exits 75 as from a pause)."""
+        deadline = wanted.deadline or self._clock() + _GROUP_AGREE_S
+        if not group.agree(deadline):
+            self._probe_waits(wanted, [], back_off=False)  # another line, while it lasts
+            return
+        group.drain()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        try:
+            result = take_snapshot(frame, position, self.context, requested_time=wanted.requested)
+        except Exception as exc:
+            group.abort(_error_text(exc))
+            self._notify(NotCheckpointed(reason="error", error=_error_text(exc)))
+            return
+        if result.image is None:
+            group.abort("a value cannot be carried here")
+            if _waiting(result.problems):
+                self._probe_waits(wanted, result.problems, ready=result.ready)
+            else:
+                records = [ProblemRecord(**p.to_dict()) for p in result.problems]
+                self._notify(NotCheckpointed(reason="problems", problems=records))
+            return
+        image = attrs.evolve(
+            result.image,
+            header=msgspec.structs.replace(result.image.header, rank=group.record()),
+        )
+        try:
+            size = write_image(image, self.checkpoint_path)
+        except Exception as exc:
+            group.abort(_error_text(exc))
+            self._notify(NotCheckpointed(reason="error", error=_error_text(exc)))
+            return
+        paused = Paused(
+            checkpoint=str(self.checkpoint_path),
+            bytes=size,
+            paused_at=image.header.paused_at,
+            seconds_to_safe_point=max(0.0, image.header.safe_point_time - wanted.requested),
+            seconds_to_write=max(0.0, self._clock() - image.header.safe_point_time),
+        )
+        outcome = group.commit(msgspec.to_builtins(paused), deadline)
+        if outcome == "pause":
+            with self._lock:
+                self._capturing = True
+            self._notify(paused)
+            self._exit_paused()
+
     def _write_held(self, image: CheckpointImage, target: Path, taken: Checkpointed) -> None:
         """The writer thread of a periodic checkpoint whose state was copied at its safe point."""
         try:
@@ -704,7 +773,10 @@ class Engine:
             seconds_to_safe_point=max(0.0, safe_point - request.requested),
             seconds_to_write=max(0.0, self._clock() - safe_point),
         )
-        if group is not None and not group.commit(msgspec.to_builtins(paused), request.deadline):
+        if (
+            group is not None
+            and group.commit(msgspec.to_builtins(paused), request.deadline) != "pause"
+        ):
             # Another rank could not commit (or the set could not be written): every rank runs
             # on, and the pause is tried again at a later safe point while its deadline lasts.
             self.checkpoint_path.unlink(missing_ok=True)

@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -39,17 +40,26 @@ from typing import Any, Final
 
 import msgspec
 
-from portal.capture.distributed.rank import PREFIX, STORE_ENV, armed_key, request_key
+from portal.capture.distributed.rank import (
+    GO_CHECKPOINT,
+    GO_PAUSE,
+    PREFIX,
+    STORE_ENV,
+    armed_key,
+    request_key,
+)
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime.control import CONTROL_ENV, ControlChannel
 from portal.runtime.protocol import (
     EXIT_PAUSED,
     Abandoned,
+    Checkpointed,
     Failed,
     NotCheckpointed,
     Paused,
     Pending,
+    ProbeReport,
     decode_runtime_event,
 )
 from portal.runtime.rankset import PartEntry, RankSetMismatchError, read_manifest, write_set
@@ -104,6 +114,15 @@ def _torch_distributed() -> Any:
     return dist
 
 
+def _file_size(fd: int) -> int | None:
+    """The size of the regular file behind ``fd`` (the node's attempt output), else None."""
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
+
+
 def _torch_version() -> str:
     return str(_torch_distributed() and sys.modules["torch"].__version__)
 
@@ -133,6 +152,9 @@ class _Launcher:
         self._paused: Paused | None = None
         self._pending_sent = False
         self._abandoned_sent = False
+        self._periodic: Path | None = None  # where a periodic set goes, while one is wanted
+        self._not_checkpointed_sent = False
+        self._probes: dict[int, ProbeReport] = {}
         self._stop = threading.Event()
         self._forwarder = threading.Thread()
         self.children: list[subprocess.Popen[bytes]] = []
@@ -164,22 +186,18 @@ class _Launcher:
         self._request({"op": "cancel", "reason": reason})
 
     def request_probe(self, deadline: float | None = None) -> None:
-        self._send(
-            NotCheckpointed(
-                reason="error",
-                error="the checkpoint check does not look inside the ranks of a multi-process "
-                "job yet; a pause still checkpoints every rank",
-            )
-        )
+        """Every rank checks what its checkpoint could not carry; one report of them all."""
+        with self._lock:
+            self._probes.clear()
+        self._request({"op": "probe", "deadline": deadline})
 
     def request_checkpoint(self, path: str, deadline: float | None = None) -> None:
-        self._send(
-            NotCheckpointed(
-                reason="error",
-                error="periodic checkpoints of a multi-process job are not taken yet: its "
-                "checkpoint set is written when it pauses",
-            )
-        )
+        """A periodic checkpoint: the ranks agree on a safe point as for a pause, each writes
+        its part, and the set goes to ``path``; the ranks run on."""
+        with self._lock:
+            self._periodic = Path(path)
+            self._not_checkpointed_sent = False
+        self._request({"op": "checkpoint", "deadline": deadline})
 
     def stop_probe_if_due(self, frame: FrameType | None = None) -> None:
         return None
@@ -291,13 +309,22 @@ class _Launcher:
                     continue
                 seen[rank] += 1
                 try:
-                    self._forward(decode_runtime_event(raw))
+                    self._forward(decode_runtime_event(raw), rank)
                 except msgspec.DecodeError:
                     continue
 
-    def _forward(self, event: Any) -> None:
-        if isinstance(event, Paused):
+    def _forward(self, event: Any, rank: int) -> None:
+        if isinstance(event, Paused | Checkpointed):
             return  # the launcher reports the set's own, once it is written
+        if isinstance(event, ProbeReport):
+            self._probe_report(rank, event)
+            return
+        if isinstance(event, NotCheckpointed):
+            with self._lock:
+                if self._not_checkpointed_sent:
+                    return
+                self._not_checkpointed_sent = True
+                self._periodic = None
         if isinstance(event, Pending):
             if self._pending_sent:
                 return
@@ -311,6 +338,28 @@ class _Launcher:
                 self._pending_sent = False
         self._send(event)
 
+    def _probe_report(self, rank: int, report: ProbeReport) -> None:
+        """Keep each rank's report; once every rank's is in, send them as one."""
+        with self._lock:
+            self._probes[rank] = report
+            if len(self._probes) < self.nproc:
+                return
+            reports = [self._probes[r] for r in sorted(self._probes)]
+            self._probes.clear()
+        self._send(
+            ProbeReport(
+                problems=[
+                    msgspec.structs.replace(p, where=f"rank {r}: {p.where}")
+                    for r, one in enumerate(reports)
+                    for p in one.problems
+                ],
+                partial=any(r.partial for r in reports),
+                checked_bytes=sum(r.checked_bytes for r in reports),
+                where=reports[0].where,
+                seconds=max(r.seconds for r in reports),
+            )
+        )
+
     # -- the commit -----------------------------------------------------------------------------
 
     def _outcome_key(self) -> str:
@@ -321,8 +370,7 @@ class _Launcher:
         set, then answer go)."""
         outcome = self._outcome_key()
         if self.store.check([outcome]):
-            if self.store.get(outcome) != b"go":
-                self._round += 1
+            self._round += 1  # answered (an abort: a go is answered below, and moves on there)
             return
         keys = [f"{PREFIX}part/{self._round}/{rank}" for rank in range(self.nproc)]
         if not self.store.check(keys):
@@ -337,7 +385,12 @@ class _Launcher:
             )
             for rank, part in enumerate(parts)
         ]
-        pending = self.checkpoint.with_name(f"{self.checkpoint.name}.set")
+        # A pause pending here, or a rank's own (a SIGTERM to it), makes it a pause's set;
+        # otherwise it is the periodic checkpoint asked for.
+        with self._lock:
+            periodic = self._periodic if self._deadline is None else None
+        target = periodic or self.checkpoint
+        pending = target.with_name(f"{target.name}.set")
         try:
             size, header = write_set(
                 [self.part_path(r) for r in range(self.nproc)], entries, pending, round_=self._round
@@ -347,20 +400,42 @@ class _Launcher:
                 pending.unlink(missing_ok=True)
             why = exc.message if isinstance(exc, PortalError) else f"{type(exc).__name__}: {exc}"
             message = (
-                f"writing the checkpoint set {self.checkpoint} failed: {why}. Every rank runs "
+                f"writing the checkpoint set {target} failed: {why}. Every rank runs "
                 "on, and the pause is tried again while its deadline lasts; the previous "
                 "checkpoint stays the job's. Free room (or fix the folder) where it is written"
             )
             self.store.compare_set(outcome, "", f"abort:launcher: {message}")
-            self._send(Failed(error=message))
+            if periodic is not None:
+                self._forward(NotCheckpointed(reason="error", error=message), 0)
+            else:
+                self._send(Failed(error=message))
             self._round += 1
             return
-        if self.store.compare_set(outcome, "", "go") != b"go":
+        answer = GO_CHECKPOINT if periodic is not None else GO_PAUSE
+        if bytes(self.store.compare_set(outcome, "", answer.decode())) != answer:
             with contextlib.suppress(OSError):  # a rank gave up first (its deadline): all run on
                 pending.unlink(missing_ok=True)
             self._round += 1
             return
-        os.replace(pending, self.checkpoint)
+        os.replace(pending, target)
+        self._round += 1
+        if periodic is not None:
+            with self._lock:
+                self._periodic = None
+            self._send(
+                Checkpointed(
+                    checkpoint=str(target),
+                    bytes=size,
+                    stall_seconds=max(0.0, time.time() - header.safe_point_time),
+                    where=header.paused_at,
+                    seconds_to_safe_point=max(e.seconds_to_safe_point for e in entries),
+                    # Every rank is held at its safe point, its output flushed, until the
+                    # answer: the output files end where the checkpoint's state does.
+                    stdout_bytes=_file_size(1),
+                    stderr_bytes=_file_size(2),
+                )
+            )
+            return
         self._paused = Paused(
             checkpoint=str(self.checkpoint),
             bytes=size,
@@ -368,7 +443,6 @@ class _Launcher:
             seconds_to_safe_point=max(e.seconds_to_safe_point for e in entries),
             seconds_to_write=max(0.0, time.time() - header.safe_point_time),
         )
-        self._round += 1
 
     # -- the attempt ----------------------------------------------------------------------------
 

@@ -99,6 +99,7 @@ def _arm(
         channel.start(engine)
         _closers.append(channel.close)
     if session is not None:
+        session.part_path = engine.checkpoint_path.as_posix()
         session.start(engine)
         _closers.append(session.close)
     noticed = _early.take()

@@ -45,6 +45,8 @@ from portal.capture.distributed.ddp import DistributedUnsupportedError
 from portal.capture.distributed.record import RankRecord
 
 __all__ = [
+    "GO_CHECKPOINT",
+    "GO_PAUSE",
     "PREFIX",
     "STORE_ENV",
     "RankSession",
@@ -104,6 +106,9 @@ def distributed_reducers() -> dict[str, Callable[[Any], Any]]:
 
 
 _encode = msgspec.json.Encoder().encode
+#: The launcher's answers to a round whose set it wrote: the ranks exit 75, or run on.
+GO_PAUSE: Final = b"go:pause"
+GO_CHECKPOINT: Final = b"go:checkpoint"
 #: The capture extension that carries the working directory's files (rank 0's part only).
 _WORKDIR_EXTENSION: Final = "workdir_files"
 _WORKDIR_RESTORED: Final = f"{PREFIX}workdir-restored"
@@ -173,6 +178,8 @@ class RankSession:
 
         self.store = store
         self.address = address  # where its threads connect, each with a connection of its own
+        #: Where this rank writes its part (the engine's checkpoint path, set by the runtime).
+        self.part_path = ""
         self._threads: list[threading.Thread] = []
         self.rank = rank
         self.world_size = world_size
@@ -265,10 +272,14 @@ class RankSession:
                 )
             elif request["op"] == "cancel":
                 self._engine.cancel(request.get("reason", "cancelled"))
+            elif request["op"] == "checkpoint":  # periodic: the launcher writes the set
+                self._pending.set()
+                self._engine.request_checkpoint(self.part_path, request.get("deadline"))
+            elif request["op"] == "probe":
+                self._engine.request_probe(request.get("deadline"))
 
     def _due(self) -> bool:
-        deadline = self._engine.deadline()
-        return deadline is not None and time.time() < deadline
+        return bool(self._engine.wanted())
 
     def _publish(self) -> None:
         """While a pause is due (asked by the launcher, or a SIGTERM to this rank), publish
@@ -361,9 +372,11 @@ class RankSession:
         self.store.compare_set(self._outcome_key(), "", f"abort:rank {self.rank}: {reason}")
         self._round += 1
 
-    def commit(self, part: dict[str, Any], deadline: float) -> bool:
+    def commit(self, part: dict[str, Any], deadline: float) -> str:
         """Say this rank's part is written (``part``: its path, size and where it paused) and
-        wait for the round's outcome: True to exit 75 (the set is written), False to run on."""
+        wait for the round's outcome, as the launcher answers it: ``"pause"`` (the set is
+        written: exit 75), ``"checkpoint"`` (a periodic set is written: run on), or
+        ``"abort"`` (no set: run on)."""
         self.store.set(f"{PREFIX}part/{self._round}/{self.rank}", json.dumps(part))
         key = self._outcome_key()
         while not self.store.check([key]):
@@ -371,9 +384,9 @@ class RankSession:
                 self.store.compare_set(key, "", f"abort:rank {self.rank}: deadline")
                 break
             time.sleep(_COMMIT_POLL_S)
-        outcome = self.store.get(key)
+        outcome = bytes(self.store.get(key))
         self._round += 1
-        return bytes(outcome) == b"go"
+        return {GO_PAUSE: "pause", GO_CHECKPOINT: "checkpoint"}.get(outcome, "abort")
 
     # -- events ----------------------------------------------------------------------------------
 
