@@ -10,8 +10,9 @@ never be carried (nobody pauses, all run on, the deadline is reported), a set th
 written (all run on, the failure is reported), a rank killed while writing its part (the job
 ends, the previous set stays in force), and torchrun's own launch (refused).
 
-CI runs one case of each shape (W=2, W=3, W=3 with new_group subgroups), chosen by the
-seed printed; ``PORTAL_RANKS_ALL=1`` runs all of them (:data:`SEEDS` each).
+CI runs one case of each shape (:data:`SHAPES`: W=2, W=3, W=3 with new_group subgroups, DDP on
+a group of its own), chosen by the seed printed; ``PORTAL_RANKS_ALL=1`` runs all of them
+(:data:`SEEDS` each).
 """
 
 from __future__ import annotations
@@ -30,14 +31,18 @@ from _harness import connect, short_dir
 
 pytest.importorskip("torch")
 
+from portal.runtime.rankset import read_layout
+
 SCRIPT = Path(__file__).parent / "torch_scripts" / "ddp_train.py"
 STEPS = 200
 SEEDS = 8
-SHAPES = [(2, False), (3, False), (3, True)]
+#: (ranks, GROUPS of ddp_train.py): DDP on the default group; with two new_group subgroups
+#: beside; DDP on a group of its own.
+SHAPES = [(2, "0"), (3, "0"), (3, "1"), (2, "2")]
 SEED = int(os.environ.get("PORTAL_TEST_SEED") or random.SystemRandom().randrange(1 << 30))
 
 
-def _cases() -> list[tuple[int, bool, int]]:
+def _cases() -> list[tuple[int, str, int]]:
     every = [(w, sub, i) for w, sub in SHAPES for i in range(SEEDS)]
     if os.environ.get("PORTAL_RANKS_ALL") == "1":
         return every
@@ -55,8 +60,8 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _args(out: Path, subgroups: bool, hold: str = "") -> list[str]:
-    return [str(SCRIPT), str(STEPS), str(out), "1" if subgroups else "0", hold or "@-1"]
+def _args(out: Path, groups: str, hold: str = "") -> list[str]:
+    return [str(SCRIPT), str(STEPS), str(out), groups, hold or "@-1"]
 
 
 def _results(out: Path, world: int) -> list[str]:
@@ -67,23 +72,23 @@ Reference = tuple[bytes, list[str]]
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, bool], Reference]:
+def plain(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int, str], Reference]:
     """The uninterrupted run of each shape (run once): its stdout and every rank's results."""
-    made: dict[tuple[int, bool], Reference] = {}
+    made: dict[tuple[int, str], Reference] = {}
 
-    def reference(world: int, subgroups: bool) -> Reference:
-        if (world, subgroups) not in made:
-            folder = tmp_path_factory.mktemp(f"plain{world}{int(subgroups)}")
+    def reference(world: int, groups: str) -> Reference:
+        if (world, groups) not in made:
+            folder = tmp_path_factory.mktemp(f"plain{world}{groups}")
             done = subprocess.run(
-                _runtime("run", "--nproc-per-node", str(world), *_args(folder / "out", subgroups)),
+                _runtime("run", "--nproc-per-node", str(world), *_args(folder / "out", groups)),
                 capture_output=True,
                 env=_env(),
                 cwd=folder,
                 timeout=180,
             )
             assert done.returncode == 0, done.stderr.decode()[-3000:]
-            made[world, subgroups] = (done.stdout, _results(folder / "out", world))
-        return made[world, subgroups]
+            made[world, groups] = (done.stdout, _results(folder / "out", world))
+        return made[world, groups]
 
     return reference
 
@@ -112,23 +117,26 @@ def _err(folder: Path, name: str) -> str:
     return (folder / f"{name}.err").read_text(errors="replace")[-4000:]
 
 
+_SHAPE_NAMES = {"0": "ddp", "1": "subgroups", "2": "ddp-on-a-group"}
+
+
 @pytest.mark.parametrize(
-    ("world", "subgroups", "case"),
+    ("world", "groups", "case"),
     _cases(),
-    ids=lambda v: str(v) if not isinstance(v, bool) else ("sub" if v else "ddp"),
+    ids=lambda v: _SHAPE_NAMES[v] if isinstance(v, str) else str(v),
 )
 def test_ranks_pause_together_and_resume_bit_for_bit(
-    tmp_path: Path, plain: Callable[[int, bool], Reference], world: int, subgroups: bool, case: int
+    tmp_path: Path, plain: Callable[[int, str], Reference], world: int, groups: str, case: int
 ) -> None:
-    rng = random.Random(f"{SEED}:{world}:{subgroups}:{case}")
+    rng = random.Random(f"{SEED}:{world}:{groups}:{case}")
     print(f"seed={SEED} (PORTAL_TEST_SEED={SEED} reproduces)")
-    expected_out, expected = plain(world, subgroups)
+    expected_out, expected = plain(world, groups)
     out, ck = tmp_path / "out", tmp_path / "job.portal"
     first = tmp_path / "first.txt"
     proc = _start(
         tmp_path,
         _runtime(
-            "run", "--nproc-per-node", str(world), "--checkpoint", str(ck), *_args(out, subgroups)
+            "run", "--nproc-per-node", str(world), "--checkpoint", str(ck), *_args(out, groups)
         ),
         first,
     )
@@ -137,6 +145,7 @@ def test_ranks_pause_together_and_resume_bit_for_bit(
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 75, _err(tmp_path, "first")
     assert ck.exists() and not list(tmp_path.glob(".job.portal.*"))
+    print("paused at", read_layout(ck).header.paused_at)  # ranks may stand at different lines
     second = tmp_path / "second.txt"
     resumed = _start(tmp_path, _runtime("resume", str(ck)), second)
     assert resumed.wait(timeout=180) == 0, _err(tmp_path, "second")
@@ -145,12 +154,12 @@ def test_ranks_pause_together_and_resume_bit_for_bit(
 
 
 def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
-    plain: Callable[[int, bool], Reference],
+    plain: Callable[[int, str], Reference],
 ) -> None:
     """Rank 1 holds a socket: no safe point can carry it, so no pause is ever committed. Every
     rank runs on to the end (nothing hangs on it), and the node hears what held it and that
     the deadline passed."""
-    expected_out, expected = plain(2, False)
+    expected_out, expected = plain(2, "0")
     work = Path(short_dir())
     sock, ck = str(work / "c.sock"), work / "job.portal"
     stdout = work / "out.txt"
@@ -164,7 +173,7 @@ def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
             str(ck),
             "--control",
             sock,
-            *_args(work / "out", False, "socket@1"),
+            *_args(work / "out", "0", "socket@1"),
         ),
         stdout,
     )
@@ -186,11 +195,11 @@ def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
 
 
 def test_a_set_that_cannot_be_written_leaves_every_rank_running(
-    plain: Callable[[int, bool], Reference],
+    plain: Callable[[int, str], Reference],
 ) -> None:
     """Every part is written, but the set is not (its file's place is taken): the launcher
     answers abort, every rank runs on, and the node hears why."""
-    expected_out, expected = plain(2, False)
+    expected_out, expected = plain(2, "0")
     work = Path(short_dir())
     sock, ck = str(work / "c.sock"), work / "job.portal"
     (work / "job.portal.set").mkdir()  # where the set is written before it replaces ck
@@ -205,7 +214,7 @@ def test_a_set_that_cannot_be_written_leaves_every_rank_running(
             str(ck),
             "--control",
             sock,
-            *_args(work / "out", False),
+            *_args(work / "out", "0"),
         ),
         stdout,
     )
@@ -231,11 +240,11 @@ def _part_writers(parts: Path) -> Iterator[int]:
 
 
 def test_a_rank_killed_while_writing_its_part_leaves_the_previous_set(
-    tmp_path: Path, plain: Callable[[int, bool], Reference]
+    tmp_path: Path, plain: Callable[[int, str], Reference]
 ) -> None:
-    expected_out, expected = plain(2, False)
+    expected_out, expected = plain(2, "0")
     out, ck = tmp_path / "out", tmp_path / "job.portal"
-    args = _args(out, False, "big@1")
+    args = _args(out, "0", "big@1")
     first = tmp_path / "first.txt"
     proc = _start(
         tmp_path, _runtime("run", "--nproc-per-node", "2", "--checkpoint", str(ck), *args), first
@@ -279,12 +288,12 @@ def test_a_runtime_started_by_torchrun_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
-    plain: Callable[[int, bool], Reference],
+    plain: Callable[[int, str], Reference],
 ) -> None:
     """The node asks for a periodic checkpoint: the ranks agree as for a pause, the set is
     written, and they run on. The machine is then lost (every process killed): the job resumes
     from that set, its output from where the set's state left it."""
-    expected_out, expected = plain(2, False)
+    expected_out, expected = plain(2, "0")
     work = Path(short_dir())
     sock, ck, periodic = str(work / "c.sock"), work / "job.portal", work / "periodic.portal"
     stdout = work / "out.txt"
@@ -292,7 +301,7 @@ def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
         proc = subprocess.Popen(
             _runtime(
                 "run", "--nproc-per-node", "2", "--checkpoint", str(ck), "--control", sock,
-                *_args(work / "out", False),
+                *_args(work / "out", "0"),
             ),
             stdout=out, stderr=err, env=_env(), cwd=work, start_new_session=True,
         )  # fmt: skip
@@ -318,8 +327,8 @@ def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
     assert _results(work / "out", 2) == expected
 
 
-def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, bool], Reference]) -> None:
-    expected_out, _ = plain(2, False)
+def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, str], Reference]) -> None:
+    expected_out, _ = plain(2, "0")
     work = Path(short_dir())
     sock = str(work / "c.sock")
     stdout = work / "out.txt"
@@ -327,7 +336,7 @@ def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, bool], 
         work,
         _runtime(
             "run", "--nproc-per-node", "2", "--checkpoint", str(work / "job.portal"),
-            "--control", sock, *_args(work / "out", False, "socket@1"),
+            "--control", sock, *_args(work / "out", "0", "socket@1"),
         ),
         stdout,
     )  # fmt: skip

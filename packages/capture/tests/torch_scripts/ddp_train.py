@@ -1,15 +1,16 @@
 """A torchrun-style DDP training script (gloo, CPU), written as users write them: it knows
 nothing of Portal. Launched by ``python -m portal.runtime run --nproc-per-node N``.
 
-    ddp_train.py STEPS OUT_DIR [SUBGROUPS] [HOLD@RANK]
+    ddp_train.py STEPS OUT_DIR [GROUPS] [HOLD@RANK]
 
 Adam, dropout (each rank its own generator), small buckets (several all-reduces per backward,
 from DDP's reducer), a model whose forward uses its layers in another order than they are
 defined (the bucket layout DDP rebuilds differs from its initial one), a DistributedSampler
 loader over a shuffled dataset, and a logged all-reduce of the loss. Rank 0 prints one line per
 step; at the end every rank writes its parameters' SHA-256 and its log to OUT_DIR/rankR.json.
-SUBGROUPS "1": two groups made with new_group, {0, 1} and {1, 2} (three ranks), each
-all-reducing a value every step. HOLD@RANK: that rank also holds, for the whole run,
+GROUPS "1": two groups made with new_group, {0, 1} and {1, 2} (three ranks), each
+all-reducing a value every step; "2": DDP reduces on a group made with new_group (every rank),
+not on the default one. HOLD@RANK: that rank also holds, for the whole run,
 ``socket`` (an open socket: its state can never be carried, so the ranks can never all pause)
 or ``big`` (128 MiB of tensor: its part takes a while to write).
 """
@@ -28,7 +29,8 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 steps, out = int(sys.argv[1]), Path(sys.argv[2])
-subgroups = len(sys.argv) > 3 and sys.argv[3] == "1"
+groups_mode = sys.argv[3] if len(sys.argv) > 3 else "0"
+subgroups = groups_mode == "1"
 hold, _, hold_rank = (sys.argv[4] if len(sys.argv) > 4 else "@-1").partition("@")
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
@@ -50,7 +52,9 @@ class Net(nn.Module):
 
 torch.manual_seed(0)  # the same initial weights on every rank
 data = TensorDataset(torch.randn(96, 12), torch.randn(96, 12))
-model = DistributedDataParallel(Net(), bucket_cap_mb=0.002)
+# GROUPS "2": the model's gradients are reduced on a group of its own (every rank)
+ddp_group = dist.new_group(list(range(world))) if groups_mode == "2" else None
+model = DistributedDataParallel(Net(), bucket_cap_mb=0.002, process_group=ddp_group)
 torch.manual_seed(1 + rank)  # each rank's own dropout
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 sampler = DistributedSampler(data, shuffle=True, seed=3)

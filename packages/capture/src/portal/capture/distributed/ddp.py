@@ -11,9 +11,10 @@ or more ranks another layout sums in another order: the resumed run would differ
 bits. So the layout is recorded (each bucket's parameter indices) and the new reducer is built
 with it.
 
-The process group must be the default one (DDP's own rule for pickling); others are refused by
-name until groups made by ``new_group`` are replayed at resume. torch is imported only from a
-DDP the program already holds.
+A DDP on a group the program made with ``new_group`` takes the same path on that group (made
+again at resume from the group log, :mod:`.groups`): DDP's own rule that only the default
+group pickles is a rule of its constructor's broadcast, which this path never runs. torch is
+imported only from a DDP the program already holds.
 """
 
 from __future__ import annotations
@@ -50,18 +51,34 @@ def bucket_layout(ddp: Any) -> list[list[int]]:
     ]
 
 
+@contextlib.contextmanager
+def _default_group_is(group: Any) -> Iterator[None]:
+    """While DDP pickles or unpickles itself, its idea of the default group is ``group`` (None:
+    the real one). DDP's own path (no collective, its reducer rebuilt) then serves a DDP on a
+    group made by ``new_group`` as it serves one on the default group."""
+    if group is None:
+        yield
+        return
+    module = sys.modules["torch.nn.parallel.distributed"]
+    original = module._get_default_group
+    module._get_default_group = lambda: group
+    try:
+        yield
+    finally:
+        module._get_default_group = original
+
+
 def reduce_ddp(ddp: Any) -> tuple[Any, tuple[Any, ...]]:
-    """The pickler's reducer for a DDP module: its own state and its bucket layout."""
+    """The pickler's reducer for a DDP module: its own state, its bucket layout, and its
+    process group when that is not the default one (it travels as "group #k of the log")."""
     distributed = _torch().distributed
     default = distributed.distributed_c10d._get_default_group()
-    if ddp.process_group is not default:
-        raise DistributedUnsupportedError(
-            "a DistributedDataParallel module on a process group other than the default one "
-            "cannot be re-created at resume yet; wrap the model on the default group (the one "
-            "init_process_group made), or checkpoint it in your own code with torch.distributed"
-            ".checkpoint"
-        )
-    return rebuild_ddp, (ddp.__getstate__(), bucket_layout(ddp))
+    group = None if ddp.process_group is default else ddp.process_group
+    with _default_group_is(group):
+        state = ddp.__getstate__()
+    if group is None:
+        return rebuild_ddp, (state, bucket_layout(ddp))
+    return rebuild_ddp, (state, bucket_layout(ddp), group)
 
 
 @contextlib.contextmanager
@@ -81,16 +98,19 @@ def _assigned(layout: list[list[int]], cap_bytes: int) -> Iterator[None]:
         distributed._compute_bucket_assignment_by_size = original
 
 
-def rebuild_ddp(state: dict[str, Any], layout: list[list[int]] | None) -> Any:
-    """A DDP on this process's default group from its pickled state, its reducer built with
-    ``layout`` (None: DDP's initial one)."""
+def rebuild_ddp(
+    state: dict[str, Any], layout: list[list[int]] | None, group: Any = None
+) -> Any:
+    """A DDP on ``group`` (None: this process's default group) from its pickled state, its
+    reducer built with ``layout`` (None: DDP's initial one)."""
     torch = _torch()
     ddp = torch.nn.parallel.DistributedDataParallel.__new__(
         torch.nn.parallel.DistributedDataParallel
     )
-    if not layout:
-        ddp.__setstate__(state)
-        return ddp
-    with _assigned(layout, int(state.get("bucket_bytes_cap", 25 * 1024 * 1024))):
-        ddp.__setstate__(state)
+    with _default_group_is(group):
+        if not layout:
+            ddp.__setstate__(state)
+            return ddp
+        with _assigned(layout, int(state.get("bucket_bytes_cap", 25 * 1024 * 1024))):
+            ddp.__setstate__(state)
     return ddp
