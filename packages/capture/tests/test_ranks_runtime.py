@@ -202,7 +202,7 @@ def test_a_set_that_cannot_be_written_leaves_every_rank_running(
     expected_out, expected = plain(2, "0")
     work = Path(short_dir())
     sock, ck = str(work / "c.sock"), work / "job.portal"
-    (work / "job.portal.set").mkdir()  # where the set is written before it replaces ck
+    (work / ".job.portal.ranks" / "set.portal").mkdir(parents=True)  # where the set is written
     stdout = work / "out.txt"
     proc = _start(
         work,
@@ -225,7 +225,7 @@ def test_a_set_that_cannot_be_written_leaves_every_rank_running(
     events = control.events_until({"abandoned", "paused"}, timeout=60)
     control.close()
     failed = [e for e in events if e["event"] == "failed"]
-    assert failed and "job.portal.set" in failed[0]["error"], events
+    assert failed and "set.portal" in failed[0]["error"], events
     assert events[-1]["event"] == "abandoned"
     assert proc.wait(timeout=120) == 0, _err(work, "out")
     assert stdout.read_bytes() == expected_out

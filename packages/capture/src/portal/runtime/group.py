@@ -390,7 +390,9 @@ class _Launcher:
         with self._lock:
             periodic = self._periodic if self._deadline is None else None
         target = periodic or self.checkpoint
-        pending = target.with_name(f"{target.name}.set")
+        # Written beside the parts, then moved into place: the node's streaming upload, which
+        # follows a temporary file next to the checkpoint, sees only a set that is committed.
+        pending = self.parts_dir / "set.portal"
         try:
             size, header = write_set(
                 [self.part_path(r) for r in range(self.nproc)], entries, pending, round_=self._round
@@ -499,8 +501,9 @@ class _Launcher:
         self._stop_ranks()
         if self._forwarder.is_alive():
             self._forwarder.join()
-        for path in self.parts_dir.glob("rank*.portal"):
-            path.unlink(missing_ok=True)
+        for path in [*self.parts_dir.glob("rank*.portal"), self.parts_dir / "set.portal"]:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
         with contextlib.suppress(OSError):
             self.parts_dir.rmdir()
         if self.channel is not None:

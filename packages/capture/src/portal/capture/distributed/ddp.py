@@ -98,9 +98,7 @@ def _assigned(layout: list[list[int]], cap_bytes: int) -> Iterator[None]:
         distributed._compute_bucket_assignment_by_size = original
 
 
-def rebuild_ddp(
-    state: dict[str, Any], layout: list[list[int]] | None, group: Any = None
-) -> Any:
+def rebuild_ddp(state: dict[str, Any], layout: list[list[int]] | None, group: Any = None) -> Any:
     """A DDP on ``group`` (None: this process's default group) from its pickled state, its
     reducer built with ``layout`` (None: DDP's initial one)."""
     torch = _torch()
