@@ -57,7 +57,8 @@ def test_ranks_pause_on_notice_and_resume_identically(portal: PortalCli) -> None
     assert run.returncode == 75, err
     assert portal.state("ddp") == "suspended"
     status = json.loads(portal("status", "ddp", "--json").stdout)
-    assert status["last_checkpoint"] is not None
+    assert status["last_checkpoint"] is not None and status["ranks"] == 2
+    assert "ranks     2" in portal("status", "ddp").stdout
 
     resumed = portal("resume", "ddp", timeout=180)
     assert resumed.returncode == 0, resumed.stderr

@@ -281,6 +281,8 @@ class Cli:
         print(f"job       {job.id}" + (f" ({job.name})" if job.name else ""))
         print(f"state     {job.state}")
         print(f"script    {job.script} {' '.join(job.args)}".rstrip())
+        if job.nproc_per_node:
+            print(f"ranks     {job.nproc_per_node} (torch.distributed, launched by Portal)")
         print(f"workdir   {data['workdir']}")
         print(f"attempts  {len(data['attempts'])}")
         for a in data["attempts"]:

@@ -176,6 +176,7 @@ class JobViews:
             "state": str(job.state),
             "script": job.script,
             "args": list(job.args),
+            "ranks": job.nproc_per_node or 1,
             "workdir": self._latest_workdir(job),
             "attempts": [
                 {
