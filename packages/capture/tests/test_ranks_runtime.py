@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from _harness import connect, short_dir
+from _harness import Control, connect, short_dir
 
 pytest.importorskip("torch")
 
@@ -153,6 +153,20 @@ def test_ranks_pause_together_and_resume_bit_for_bit(
     assert _results(out, world) == expected
 
 
+def _controlled(work: Path, hold: str = "") -> tuple[subprocess.Popen[bytes], Control, Path]:
+    """A W=2 job with a control socket (as the node runs it), once it has printed 5 steps."""
+    stdout = work / "out.txt"
+    command = _runtime(
+        "run", "--nproc-per-node", "2", "--checkpoint", str(work / "job.portal"),
+        "--control", str(work / "c.sock"), *_args(work / "out", "0", hold),
+    )  # fmt: skip
+    proc = _start(work, command, stdout)
+    control = connect(proc, str(work / "c.sock"))  # type: ignore[arg-type]
+    assert control is not None
+    _when_lines(proc, stdout, 5)
+    return proc, control, stdout
+
+
 def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
     plain: Callable[[int, str], Reference],
 ) -> None:
@@ -161,25 +175,8 @@ def test_a_rank_that_can_never_be_carried_leaves_every_rank_running(
     the deadline passed."""
     expected_out, expected = plain(2, "0")
     work = Path(short_dir())
-    sock, ck = str(work / "c.sock"), work / "job.portal"
-    stdout = work / "out.txt"
-    proc = _start(
-        work,
-        _runtime(
-            "run",
-            "--nproc-per-node",
-            "2",
-            "--checkpoint",
-            str(ck),
-            "--control",
-            sock,
-            *_args(work / "out", "0", "socket@1"),
-        ),
-        stdout,
-    )
-    control = connect(proc, sock)  # type: ignore[arg-type]
-    assert control is not None
-    _when_lines(proc, stdout, 5)
+    ck = work / "job.portal"
+    proc, control, stdout = _controlled(work, "socket@1")
     control.pause(within=1.0)
     events = control.events_until({"abandoned", "paused"}, timeout=60)
     control.close()
@@ -201,26 +198,9 @@ def test_a_set_that_cannot_be_written_leaves_every_rank_running(
     answers abort, every rank runs on, and the node hears why."""
     expected_out, expected = plain(2, "0")
     work = Path(short_dir())
-    sock, ck = str(work / "c.sock"), work / "job.portal"
+    ck = work / "job.portal"
     (work / ".job.portal.ranks" / "set.portal").mkdir(parents=True)  # where the set is written
-    stdout = work / "out.txt"
-    proc = _start(
-        work,
-        _runtime(
-            "run",
-            "--nproc-per-node",
-            "2",
-            "--checkpoint",
-            str(ck),
-            "--control",
-            sock,
-            *_args(work / "out", "0"),
-        ),
-        stdout,
-    )
-    control = connect(proc, sock)  # type: ignore[arg-type]
-    assert control is not None
-    _when_lines(proc, stdout, 5)
+    proc, control, stdout = _controlled(work)
     control.pause(within=1.0)
     events = control.events_until({"abandoned", "paused"}, timeout=60)
     control.close()
@@ -330,19 +310,7 @@ def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
 def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, str], Reference]) -> None:
     expected_out, _ = plain(2, "0")
     work = Path(short_dir())
-    sock = str(work / "c.sock")
-    stdout = work / "out.txt"
-    proc = _start(
-        work,
-        _runtime(
-            "run", "--nproc-per-node", "2", "--checkpoint", str(work / "job.portal"),
-            "--control", sock, *_args(work / "out", "0", "socket@1"),
-        ),
-        stdout,
-    )  # fmt: skip
-    control = connect(proc, sock)  # type: ignore[arg-type]
-    assert control is not None
-    _when_lines(proc, stdout, 5)
+    proc, control, stdout = _controlled(work, "socket@1")
     control.send({"op": "probe", "deadline": time.time() + 30})
     report = control.events_until({"probe"}, timeout=60)[-1]
     control.close()

@@ -65,6 +65,7 @@ __all__ = [
     "Paused",
     "Pending",
     "ProbeReport",
+    "output_file_size",
 ]
 
 WAKE_SIGNAL: Final = signal.SIGUSR1
@@ -583,7 +584,7 @@ class Engine:
             # exactly the output that came after, never loses what came before.
             with contextlib.suppress(Exception):
                 stream.flush()
-        stdout_bytes, stderr_bytes = _file_size(1), _file_size(2)
+        stdout_bytes, stderr_bytes = output_file_size(1), output_file_size(2)
         at = where(frame)
         started = time.monotonic()
         try:
@@ -874,7 +875,7 @@ def _waiting(problems: Sequence[Problem]) -> bool:
     return bool(problems) and all(p.kind == "position" for p in problems)
 
 
-def _file_size(fd: int) -> int | None:
+def output_file_size(fd: int) -> int | None:
     """The size of the regular file behind ``fd`` (the node's attempt output), else None."""
     try:
         info = os.fstat(fd)

@@ -27,7 +27,6 @@ import contextlib
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -48,6 +47,7 @@ from portal.capture.distributed.rank import (
     armed_key,
     request_key,
 )
+from portal.capture.engine import output_file_size
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime.control import CONTROL_ENV, ControlChannel
@@ -112,15 +112,6 @@ def _torch_distributed() -> Any:
             "without --nproc-per-node"
         ) from exc
     return dist
-
-
-def _file_size(fd: int) -> int | None:
-    """The size of the regular file behind ``fd`` (the node's attempt output), else None."""
-    try:
-        info = os.fstat(fd)
-    except OSError:
-        return None
-    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def _torch_version() -> str:
@@ -433,8 +424,8 @@ class _Launcher:
                     seconds_to_safe_point=max(e.seconds_to_safe_point for e in entries),
                     # Every rank is held at its safe point, its output flushed, until the
                     # answer: the output files end where the checkpoint's state does.
-                    stdout_bytes=_file_size(1),
-                    stderr_bytes=_file_size(2),
+                    stdout_bytes=output_file_size(1),
+                    stderr_bytes=output_file_size(2),
                 )
             )
             return

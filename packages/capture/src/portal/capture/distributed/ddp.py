@@ -59,7 +59,7 @@ def _default_group_is(group: Any) -> Iterator[None]:
     if group is None:
         yield
         return
-    module = sys.modules["torch.nn.parallel.distributed"]
+    module: Any = sys.modules["torch.nn.parallel.distributed"]
     original = module._get_default_group
     module._get_default_group = lambda: group
     try:
