@@ -40,3 +40,5 @@ for step in range(steps):
         print(f"step {step}", flush=True)
 if rank == 0:
     print(f"loop_seconds {time.perf_counter() - started:.6f}", flush=True)
+if mode == "ddp":
+    dist.destroy_process_group()  # a rank that exits with its group open may abort at exit
