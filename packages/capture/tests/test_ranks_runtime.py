@@ -319,3 +319,39 @@ def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, str], R
     assert report["checked_bytes"] > 0
     assert proc.wait(timeout=120) == 0, _err(work, "out")
     assert stdout.read_bytes() == expected_out
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_no_rank_outlives_its_launcher(tmp_path: Path) -> None:
+    """The launcher killed outright (its node gone): its ranks die with it, not train on."""
+    stdout = tmp_path / "out.txt"
+    endless = [str(SCRIPT), "1000000", str(tmp_path / "out")]
+    proc = _start(tmp_path, _runtime("run", "--nproc-per-node", "2", *endless), stdout)
+    _when_lines(proc, stdout, 3)
+    ranks = _children(proc.pid)
+    assert len(ranks) == 2
+    proc.kill()
+    proc.wait(timeout=30)
+    end = time.monotonic() + 30
+    while any(_alive(r) for r in ranks):
+        assert time.monotonic() < end, "a rank outlived its launcher"
+        time.sleep(0.05)

@@ -42,6 +42,7 @@ import msgspec
 from portal.capture.distributed.rank import (
     GO_CHECKPOINT,
     GO_PAUSE,
+    LAUNCHER_ENV,
     PREFIX,
     STORE_ENV,
     armed_key,
@@ -238,6 +239,7 @@ class _Launcher:
                 "TORCHELASTIC_RESTART_COUNT": "0",
                 "TORCHELASTIC_MAX_RESTARTS": "0",
                 STORE_ENV: f"127.0.0.1:{self.store.port}",
+                LAUNCHER_ENV: str(os.getpid()),
             }
         )
         if self.nproc > 1:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -47,6 +48,7 @@ from portal.capture.distributed.record import RankRecord
 __all__ = [
     "GO_CHECKPOINT",
     "GO_PAUSE",
+    "LAUNCHER_ENV",
     "PREFIX",
     "STORE_ENV",
     "RankSession",
@@ -58,6 +60,8 @@ __all__ = [
 
 #: ``HOST:PORT`` of the launcher's store; set only in the ranks Portal launches.
 STORE_ENV: Final = "PORTAL_GROUP_STORE"
+#: The launcher's pid, in each rank it starts.
+LAUNCHER_ENV: Final = "PORTAL_GROUP_LAUNCHER"
 #: Every key of Portal's own in the launcher's store starts with this.
 PREFIX: Final = "portal/"
 #: Where the ranks publish their issued counts, one place for every round.
@@ -397,11 +401,24 @@ class RankSession:
             self._events += 1
 
 
+def _die_with_launcher() -> None:
+    """Be killed when the launcher dies (kill -9, its machine's node gone): a rank whose
+    launcher is gone would train on unsupervised, its store unreachable, its pause impossible."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if launcher and os.getppid() != int(launcher):  # it died before the line above
+        os._exit(1)
+
+
 def from_environment(resumed: RankRecord | None = None) -> RankSession | None:
     """The rank session of a process Portal's launcher started, else None."""
     address = os.environ.get(STORE_ENV)
     if not address:
         return None
+    _die_with_launcher()
     return RankSession(
         connect(address),
         int(os.environ["RANK"]),
