@@ -663,7 +663,7 @@ class Engine:
             header=msgspec.structs.replace(result.image.header, rank=group.record()),
         )
         try:
-            size = write_image(image, self.checkpoint_path)
+            size = write_image(image, self.checkpoint_path, sync=False)  # the set is synced
         except Exception as exc:
             group.abort(_error_text(exc))
             self._notify(NotCheckpointed(reason="error", error=_error_text(exc)))
@@ -758,7 +758,8 @@ class Engine:
             self._capturing = True
         safe_point = image.header.safe_point_time
         try:
-            size = write_image(image, self.checkpoint_path)
+            # A rank's part needs no sync of its own: the set that holds it is synced whole.
+            size = write_image(image, self.checkpoint_path, sync=group is None)
         except Exception as exc:
             with self._lock:
                 self._capturing = False

@@ -225,8 +225,10 @@ def _no_space(
     )
 
 
-def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
+def write_image(image: CheckpointImage, path: str | os.PathLike[str], *, sync: bool = True) -> int:
     """Write ``image`` to ``path`` atomically (temporary file, fsync, rename); return its size.
+    ``sync=False`` leaves out the fsync, for a file only ever copied into one that is synced
+    (a rank's part of a checkpoint set).
 
     The same bytes as :func:`iter_image_chunks`. The checksum runs on worker threads alongside
     the writes (zlib and file writes both release the GIL, so it costs no wall time), and a
@@ -265,7 +267,8 @@ def write_image(image: CheckpointImage, path: str | os.PathLike[str]) -> int:
             fh.write(END_MAGIC + _U32.pack(checksum))
             size += len(END_MAGIC) + 4
             fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
