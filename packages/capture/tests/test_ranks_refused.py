@@ -42,6 +42,9 @@ def test_zero_is_refused_by_name_with_the_way_out(tmp_path: Path) -> None:
         assert "ZeRO" in str(refused.value) and "torch.distributed.checkpoint" in str(refused.value)
         # The group itself travels as a reference ("the default group"), never refused.
         dumps({"group": dist.group.WORLD}, namespaces={}, reducers=reducers)
+        # A store other than a TCPStore cannot come back: refused by its name.
+        with pytest.raises(DistributedUnsupportedError, match="FileStore kept by the program"):
+            dumps({"store": store}, namespaces={}, reducers=reducers)
     finally:
         dist.destroy_process_group()
 

@@ -10,13 +10,14 @@ loader over a shuffled dataset, and a logged all-reduce of the loss. Rank 0 prin
 step; at the end every rank writes its parameters' SHA-256 and its log to OUT_DIR/rankR.json.
 GROUPS "1": two groups made with new_group, {0, 1} and {1, 2} (three ranks), each
 all-reducing a value every step; "2": DDP reduces on a group made with new_group (every rank),
-not on the default one. HOLD@RANK: that rank also holds, for the whole run,
+not on the default one, and the program keeps a TCPStore client it writes to every step. HOLD@RANK: that rank also holds, for the whole run,
 ``socket`` (an open socket: its state can never be carried, so the ranks can never all pause)
 or ``big`` (128 MiB of tensor: its part takes a while to write).
 """
 
 import hashlib
 import json
+import os
 import socket
 import sys
 import time
@@ -54,6 +55,12 @@ torch.manual_seed(0)  # the same initial weights on every rank
 data = TensorDataset(torch.randn(96, 12), torch.randn(96, 12))
 # GROUPS "2": the model's gradients are reduced on a group of its own (every rank)
 ddp_group = dist.new_group(list(range(world))) if groups_mode == "2" else None
+# and the program keeps a store of its own (a client of the rendezvous), used every step
+kept_store = None
+if groups_mode == "2":
+    kept_store = dist.TCPStore(
+        os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False
+    )
 model = DistributedDataParallel(Net(), bucket_cap_mb=0.002, process_group=ddp_group)
 torch.manual_seed(1 + rank)  # each rank's own dropout
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
@@ -81,6 +88,8 @@ while step < steps:
                 dist.all_reduce(value, group=group)
                 entry += f" {name} {value.numpy().tobytes().hex()}"
         log.append(entry)
+        if kept_store is not None:
+            kept_store.set(f"test/rank{rank}", str(step))
         if rank == 0:
             print(entry, flush=True)
         time.sleep(0.01)  # a step takes a while, as real ones do

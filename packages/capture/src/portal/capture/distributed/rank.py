@@ -106,6 +106,8 @@ def distributed_reducers() -> dict[str, Callable[[Any], Any]]:
         "torch.distributed.distributed_c10d.ProcessGroup": group_log.reduce_group,
         "torch._C._distributed_c10d.ProcessGroup": group_log.reduce_group,
         "torch._C._distributed_c10d.Work": objects.reduce_work,
+        "torch.distributed.distributed_c10d.Store": objects.reduce_store,
+        "torch._C._distributed_c10d.TCPStore": objects.reduce_tcp_store,
     }
 
 
