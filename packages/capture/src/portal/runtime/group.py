@@ -47,6 +47,7 @@ from portal.capture.distributed.rank import (
     STORE_ENV,
     armed_key,
     request_key,
+    torch_distributed,
 )
 from portal.capture.engine import output_file_size
 from portal.core.errors import InvalidArgumentError, PortalError
@@ -105,7 +106,7 @@ def _check_nproc(nproc: int) -> None:
 
 def _torch_distributed() -> Any:
     try:
-        import torch.distributed as dist
+        dist = torch_distributed()
     except ImportError as exc:
         raise LauncherError(
             "--nproc-per-node starts torch.distributed ranks, and torch is not installed "

@@ -28,6 +28,7 @@ so each moves to a fresh ballot.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import signal
@@ -56,6 +57,7 @@ __all__ = [
     "connect",
     "distributed_reducers",
     "request_key",
+    "torch_distributed",
 ]
 
 #: ``HOST:PORT`` of the launcher's store; set only in the ranks Portal launches.
@@ -73,6 +75,13 @@ _WATCH_S: Final = 0.05
 _COMMIT_POLL_S: Final = 0.002
 
 
+def torch_distributed() -> Any:
+    """``torch.distributed``, imported. torch is the job's own, never a dependency of Portal's
+    (a plain requirement would pull a CUDA build onto a CPU machine): a program Portal launches
+    as ranks is a torch.distributed program, so it has torch; elsewhere this is never called."""
+    return importlib.import_module("torch.distributed")
+
+
 def request_key(n: int) -> str:
     return f"{PREFIX}request/{n}"
 
@@ -84,8 +93,7 @@ def armed_key(rank: int) -> str:
 
 def connect(address: str, *, timeout_s: float = 60.0) -> Any:
     """A client of the launcher's store at ``HOST:PORT``."""
-    import torch.distributed as dist
-
+    dist = torch_distributed()
     host, _, port = address.rpartition(":")
     return dist.TCPStore(
         host,
@@ -141,7 +149,7 @@ class _Init:
 
 def _record_init() -> _Init:
     """Wrap ``torch.distributed.init_process_group`` to note its backend and timeout."""
-    import torch.distributed as dist
+    dist = torch_distributed()
 
     seen = _Init()
     original = dist.init_process_group
@@ -180,7 +188,7 @@ class RankSession:
         address: str | None = None,
         resumed: RankRecord | None = None,
     ) -> None:
-        import torch  # a rank runs torch.distributed: torch is there
+        torch = torch_distributed() and sys.modules["torch"]
 
         self.store = store
         self.address = address  # where its threads connect, each with a connection of its own
