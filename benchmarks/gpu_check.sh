@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, as one prepared run on a lent accelerator: the gpu-marked
-# capture tests (and the torch ones beside them), then bench_tensors.py with the state on the GPU.
+# capture tests (and the torch ones beside them, and two DDP ranks on the GPU), then
+# bench_tensors.py with the state on the GPU.
 # Without CUDA it says so and exits 0 (CI has no GPU; the gpu tests skip there by themselves).
 #
 # The accelerator reaches no package index, so its Python packages travel as wheels in .whl/
@@ -37,6 +38,7 @@ if [ "${GPU_TESTS:-1}" = 1 ]; then
         packages/capture/tests/test_capture_torch_gpu.py \
         packages/capture/tests/test_capture_torch.py \
         packages/capture/tests/test_capture_staged.py \
+        packages/capture/tests/test_ranks_runtime.py::test_ranks_on_a_gpu_pause_and_resume_bit_for_bit \
         2>&1 | tee "$OUT/tests.log" | tail -60
     echo "tests: exit ${PIPESTATUS[0]}"
 fi

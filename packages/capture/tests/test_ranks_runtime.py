@@ -355,3 +355,28 @@ def test_no_rank_outlives_its_launcher(tmp_path: Path) -> None:
     while any(_alive(r) for r in ranks):
         assert time.monotonic() < end, "a rank outlived its launcher"
         time.sleep(0.05)
+
+
+@pytest.mark.gpu
+def test_ranks_on_a_gpu_pause_and_resume_bit_for_bit(tmp_path: Path) -> None:
+    """Two ranks on the lent GPU(s): gloo all-reduces CUDA tensors, the drain synchronizes the
+    GPU before the capture, and the parts carry the GPU state. Runs where CUDA is (see
+    benchmarks/gpu_check.sh)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    plain_out = tmp_path / "plain"
+    plain_stdout = tmp_path / "plain.txt"
+    command = _runtime("run", "--nproc-per-node", "2", *_args(plain_out, "0"))
+    assert _start(tmp_path, command, plain_stdout, DDP_TRAIN_DEVICE="cuda").wait(180) == 0
+    out, ck, first = tmp_path / "out", tmp_path / "job.portal", tmp_path / "first.txt"
+    command = _runtime("run", "--nproc-per-node", "2", "--checkpoint", str(ck), *_args(out, "0"))
+    proc = _start(tmp_path, command, first, DDP_TRAIN_DEVICE="cuda")
+    _when_lines(proc, first, STEPS // 3)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 75, _err(tmp_path, "first")
+    second = tmp_path / "second.txt"
+    resumed = _start(tmp_path, _runtime("resume", str(ck)), second, DDP_TRAIN_DEVICE="cuda")
+    assert resumed.wait(timeout=180) == 0, _err(tmp_path, "second")
+    assert first.read_bytes() + second.read_bytes() == plain_stdout.read_bytes()
+    assert _results(out, 2) == _results(plain_out, 2)

@@ -61,7 +61,13 @@ if groups_mode == "2":
     kept_store = dist.TCPStore(
         os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False
     )
-model = DistributedDataParallel(Net(), bucket_cap_mb=0.002, process_group=ddp_group)
+# DDP_TRAIN_DEVICE=cuda: the model and batches on this rank's GPU (gloo all-reduces CUDA
+# tensors too, so two ranks may share one GPU): the GPU check of a lent accelerator.
+device = torch.device(os.environ.get("DDP_TRAIN_DEVICE", "cpu"))
+if device.type == "cuda":
+    device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    torch.cuda.set_device(device)
+model = DistributedDataParallel(Net().to(device), bucket_cap_mb=0.002, process_group=ddp_group)
 torch.manual_seed(1 + rank)  # each rank's own dropout
 optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
 sampler = DistributedSampler(data, shuffle=True, seed=3)
@@ -75,6 +81,7 @@ epoch = 0
 while step < steps:
     sampler.set_epoch(epoch)
     for x, y in loader:
+        x, y = x.to(device), y.to(device)
         loss = (model(x) - y).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -86,7 +93,7 @@ while step < steps:
             if not isinstance(group, int):  # this rank is a member
                 value = loss.detach().clone() * (2 if name == "g01" else 3)
                 dist.all_reduce(value, group=group)
-                entry += f" {name} {value.numpy().tobytes().hex()}"
+                entry += f" {name} {value.cpu().numpy().tobytes().hex()}"
         log.append(entry)
         if kept_store is not None:
             kept_store.set(f"test/rank{rank}", str(step))
@@ -100,7 +107,7 @@ while step < steps:
 
 digest = hashlib.sha256()
 for p in model.parameters():
-    digest.update(p.detach().numpy().tobytes())
+    digest.update(p.detach().cpu().numpy().tobytes())
 out.mkdir(parents=True, exist_ok=True)
 (out / f"rank{rank}.json").write_text(json.dumps({"log": log, "params": digest.hexdigest()}))
 dist.destroy_process_group()
