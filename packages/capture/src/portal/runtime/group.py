@@ -163,8 +163,9 @@ class _Launcher:
 
     def request_pause(self, deadline: float, source: str) -> None:
         with self._lock:
-            if self._deadline is not None and self._deadline <= deadline:
-                return
+            current = self._deadline
+            if current is not None and time.time() < current <= deadline:
+                return  # the pending pause's earlier deadline holds
             self._deadline = deadline
             self._abandoned_sent = False
         self._request({"op": "pause", "deadline": deadline, "source": source})
