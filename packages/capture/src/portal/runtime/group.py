@@ -117,7 +117,8 @@ def _torch_distributed() -> Any:
 
 
 def _torch_version() -> str:
-    return str(_torch_distributed() and sys.modules["torch"].__version__)
+    _torch_distributed()  # imported, or refused by name
+    return str(sys.modules["torch"].__version__)
 
 
 class _Launcher:
@@ -557,7 +558,7 @@ def resume_group(
             "resumes with as many ranks as it paused with (a different world size is not "
             "supported yet)"
         )
-    torch_here = str(getattr(sys.modules.get("torch"), "__version__", "")) or _torch_version()
+    torch_here = _torch_version()
     if manifest.torch and manifest.torch != torch_here:
         raise RankSetMismatchError(
             f"checkpoint {path!r} was written by ranks running torch {manifest.torch}; this is "

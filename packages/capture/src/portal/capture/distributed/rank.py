@@ -7,9 +7,10 @@ The launcher (``python -m portal.runtime run --nproc-per-node N``, see
 store it hosts. Through that store (``torch.distributed.TCPStore``, the rendezvous's own, under
 the ``portal/`` prefix):
 
-- **requests**: the launcher writes ``request/N`` (a pause with its deadline, or a cancel); a
-  thread of each rank waits for the next one (blocked in the store: no cost while none comes)
-  and hands it to the engine;
+- **requests**: the launcher writes ``request/N`` (a pause with its deadline, a cancel, a
+  periodic checkpoint, a check); a thread of each rank looks for the next one every 50 ms (one
+  store lookup on loopback: all a rank costs while nothing is pending) and hands it to the
+  engine;
 - **the ballot** (:mod:`.ballot`): while a pause is pending, a thread publishes the rank's issued
   collectives (:mod:`.counts`); at each safe point the engine asks :meth:`RankSession.agree`;
 - **the drain**: once agreed, a barrier on every group the rank is in, in the order the groups
@@ -45,6 +46,7 @@ from portal.capture.distributed import groups as group_log
 from portal.capture.distributed.ballot import NOT_MEMBER, Ballot, Count, agree
 from portal.capture.distributed.ddp import DistributedUnsupportedError
 from portal.capture.distributed.record import RankRecord
+from portal.core.specs import CaptureExtensionSpec
 
 __all__ = [
     "GO_CHECKPOINT",
@@ -128,23 +130,11 @@ _WORKDIR_EXTENSION: Final = "workdir_files"
 _WORKDIR_RESTORED: Final = f"{PREFIX}workdir-restored"
 
 
-class _Extension:
-    """A capture extension as the engine takes it (name, capture, restore)."""
-
-    def __init__(
-        self, name: str, capture: Callable[[], Any], restore: Callable[[Any], None]
-    ) -> None:
-        self.name = name
-        self.capture = capture
-        self.restore = restore
-
-
 class _Init:
     """``init_process_group``'s arguments as the program gave them (replayed at resume)."""
 
     backend: str | None = None
     timeout_s: float | None = None
-    called = False
 
 
 def _record_init() -> _Init:
@@ -164,7 +154,6 @@ def _record_init() -> _Init:
         timeout = kwargs.get("timeout", args[1] if len(args) > 1 else None)
         seen.backend = None if backend is None else str(backend)
         seen.timeout_s = None if timeout is None else timeout.total_seconds()
-        seen.called = True
         return original(backend, *args, **kwargs)
 
     init_process_group.__wrapped__ = original  # type: ignore[attr-defined]
@@ -188,8 +177,7 @@ class RankSession:
         address: str | None = None,
         resumed: RankRecord | None = None,
     ) -> None:
-        torch = torch_distributed() and sys.modules["torch"]
-
+        torch_distributed()  # torch, imported (the job's own)
         self.store = store
         self.address = address  # where its threads connect, each with a connection of its own
         #: Where this rank writes its part (the engine's checkpoint path, set by the runtime).
@@ -197,7 +185,7 @@ class RankSession:
         self._threads: list[threading.Thread] = []
         self.rank = rank
         self.world_size = world_size
-        self._torch = torch
+        self._torch = sys.modules["torch"]
         self._round = 0
         self._events = 0
         self._engine: Any = None
@@ -207,7 +195,6 @@ class RankSession:
         group_log.record()
         if resumed is not None:
             self._init.backend, self._init.timeout_s = resumed.backend, resumed.timeout_s
-            self._init.called = True
 
     # -- resume --------------------------------------------------------------------------------
 
@@ -236,9 +223,17 @@ class RankSession:
             if ext.name != _WORKDIR_EXTENSION:
                 shared.append(ext)
             elif self.rank == 0:
-                shared.append(_Extension(ext.name, ext.capture, self._restored_by(ext.restore)))
+                shared.append(
+                    CaptureExtensionSpec(
+                        name=ext.name, capture=ext.capture, restore=self._restored_by(ext.restore)
+                    )
+                )
             else:
-                shared.append(_Extension(ext.name, lambda: None, self._wait_for_workdir))
+                shared.append(
+                    CaptureExtensionSpec(
+                        name=ext.name, capture=lambda: None, restore=self._wait_for_workdir
+                    )
+                )
         return shared
 
     def _restored_by(self, restore: Callable[[Any], None]) -> Callable[[Any], None]:
@@ -292,16 +287,13 @@ class RankSession:
             elif request["op"] == "probe":
                 self._engine.request_probe(request.get("deadline"))
 
-    def _due(self) -> bool:
-        return bool(self._engine.wanted())
-
     def _publish(self) -> None:
         """While a pause is due (asked by the launcher, or a SIGTERM to this rank), publish
         this rank's issued counts for its peers' ballot."""
         store = connect(self.address) if self.address else self.store
         ballot = Ballot(store, self.world_size, issued_key=_ISSUED)
         while not self._stop.is_set():
-            if not self._due():
+            if not self._engine.wanted():
                 self._pending.wait(_WATCH_S)
                 self._pending.clear()
                 continue
