@@ -172,6 +172,14 @@ def test_entry_point_plugins_load(site: Path, monkeypatch: pytest.MonkeyPatch) -
     plugins = Plugins.load()
     assert "acme" in plugins.notice_sources()
     assert plugins.distribution_of("acme") == "portal-acme-test"
+    # Who shipped it, which version, which hooks: what a bug report about a plugin needs.
+    (acme,) = [p for p in plugins.plugins() if p["name"] == "acme"]
+    assert acme == {
+        "name": "acme",
+        "distribution": "portal-acme-test",
+        "version": "1.0",
+        "hooks": ["portal_notice_sources"],
+    }
 
 
 def test_autoload_can_be_disabled(site: Path) -> None:

@@ -98,8 +98,17 @@ def test_plugins_lists_what_each_registers(portal: PortalCli) -> None:
     assert kinds[("setting", "aws.metadata_endpoint")] == "portal-providers-aws"
     assert kinds[("setting", "sigterm.grace_s")] == "portal-providers-base"
     assert listed["failed"] == []
+    loaded = {p["name"]: p for p in listed["plugins"]}
+    aws = loaded["aws"]
+    assert aws["distribution"] == "portal-providers-aws" and aws["version"] == "0.1.0"
+    assert "portal_notice_sources" in aws["hooks"] and "portal_catalogs" in aws["hooks"]
+    assert loaded["capture"]["hooks"] == ["portal_capture_extensions", "portal_serializers"]
     text = portal("plugins").stdout
-    assert text.splitlines()[0].split() == ["KIND", "NAME", "DISTRIBUTION", "WHAT"]
+    first, second = text.split("\n\n")
+    assert first.splitlines()[0].split() == ["PLUGIN", "DISTRIBUTION", "VERSION", "HOOKS"]
+    (aws_row,) = [line.split() for line in first.splitlines() if line.startswith("aws ")]
+    assert aws_row[:4] == ["aws", "portal-providers-aws", "0.1.0", "portal_catalogs,"]
+    assert second.splitlines()[0].split() == ["KIND", "NAME", "DISTRIBUTION", "WHAT"]
 
 
 def test_version_and_contradictions(portal: PortalCli) -> None:

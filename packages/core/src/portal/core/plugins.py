@@ -98,7 +98,7 @@ def get_plugin_manager(
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     failures: list[PluginLoadFailure] = []
-    distributions: dict[str, str] = {}
+    distributions: dict[str, tuple[str, str]] = {}
 
     if autoload and env.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in _FALSY:
         _load_entry_points(pm, blocked_names, failures, distributions)
@@ -132,7 +132,7 @@ def _load_entry_points(
     pm: pluggy.PluginManager,
     blocked: set[str],
     failures: list[PluginLoadFailure],
-    distributions: dict[str, str],
+    distributions: dict[str, tuple[str, str]],
 ) -> None:
     # Imported here: importlib.metadata is a third of this module's import cost, and a host that
     # builds a manager without autoload (an embedding scheduler, the runtime's tests) never needs it.
@@ -142,6 +142,7 @@ def _load_entry_points(
         if normalise_name(ep.name) in blocked or pm.has_plugin(ep.name):
             continue
         dist = ep.dist.name if ep.dist is not None else "<unknown distribution>"
+        version = ep.dist.version if ep.dist is not None else ""
         try:
             plugin = ep.load()
         except Exception as exc:  # any import error of a third party must not stop the host
@@ -152,7 +153,7 @@ def _load_entry_points(
             log.warning("%s", failure.describe())
             continue
         _register(pm, plugin, ep.name)
-        distributions[ep.name] = dist
+        distributions[ep.name] = (dist, version)
 
 
 SpecT = TypeVar(
@@ -207,8 +208,25 @@ class Plugins:
         return list(getattr(self.pm, "portal_load_failures", []))
 
     def distribution_of(self, plugin_name: str) -> str:
-        known: dict[str, str] = getattr(self.pm, "portal_distributions", {})
-        return known.get(plugin_name, f"plugin {plugin_name!r}")
+        known: dict[str, tuple[str, str]] = getattr(self.pm, "portal_distributions", {})
+        return known[plugin_name][0] if plugin_name in known else f"plugin {plugin_name!r}"
+
+    def plugins(self) -> list[dict[str, Any]]:
+        """Each plugin registered, for people (``portal plugins``): its name (the entry point's),
+        the distribution that ships it and that distribution's version, and the hooks it
+        implements, so a bug report can say exactly what was installed. A plugin the host
+        registered itself (no entry point) has no distribution to name."""
+        known: dict[str, tuple[str, str]] = getattr(self.pm, "portal_distributions", {})
+        rows: list[dict[str, Any]] = []
+        for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda pair: str(pair[0])):
+            if plugin is None or name is None:  # blocked by name: never loaded
+                continue
+            distribution, version = known.get(name, ("", ""))
+            hooks = sorted(caller.name for caller in self.pm.get_hookcallers(plugin) or ())
+            rows.append(
+                {"name": name, "distribution": distribution, "version": version, "hooks": hooks}
+            )
+        return rows
 
     def _collect(self, hook_name: str, kind: str, spec_type: type[SpecT]) -> dict[str, SpecT]:
         caller = getattr(self.pm.hook, hook_name)

@@ -505,23 +505,37 @@ class Cli:
         return 0
 
     def plugins(self, options: argparse.Namespace) -> int:
-        """``portal plugins [--json]``: what each installed plugin registers, and the ones that
-        failed to load, with why and the way out."""
+        """``portal plugins [--json]``: each plugin loaded (its distribution, version and hooks),
+        what each registers, and the ones that failed to load, with why and the way out."""
+        from portal.cli.table import print_table
+
         plugins = self.plane.plugins
+        loaded = plugins.plugins()
         rows = plugins.inventory()
         failures = [f.describe() for f in plugins.load_failures]
         if options.json:
-            print(json.dumps({"registered": rows, "failed": failures}, indent=2))
+            print(json.dumps({"plugins": loaded, "registered": rows, "failed": failures}, indent=2))
             return 0
-        table = [("KIND", "NAME", "DISTRIBUTION", "WHAT")] + [
-            (r["kind"], r["name"], r["distribution"], r.get("description") or r.get("error", ""))
-            for r in rows
-        ]
-        widths = [max(len(r[i]) for r in table) for i in range(3)]
-        for kind, name, dist, what in table:
-            print(
-                f"{kind.ljust(widths[0])}  {name.ljust(widths[1])}  {dist.ljust(widths[2])}  {what}".rstrip()
-            )
+        print_table(
+            ("PLUGIN", "DISTRIBUTION", "VERSION", "HOOKS"),
+            [
+                (p["name"], p["distribution"] or "-", p["version"] or "-", ", ".join(p["hooks"]))
+                for p in loaded
+            ],
+        )
+        print()
+        print_table(
+            ("KIND", "NAME", "DISTRIBUTION", "WHAT"),
+            [
+                (
+                    r["kind"],
+                    r["name"],
+                    r["distribution"],
+                    r.get("description") or r.get("error", ""),
+                )
+                for r in rows
+            ],
+        )
         for failure in failures:
             note(failure)
         return 1 if failures or any("error" in r for r in rows) else 0

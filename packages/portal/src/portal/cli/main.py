@@ -232,7 +232,10 @@ def _parser() -> argparse.ArgumentParser:
     _json(explain, "the notices with their decisions, the checkpoint check's and placement's")
     jobs = sub.add_parser("jobs", help="a table of jobs")
     _json(jobs, "every job's row")
-    plugins = sub.add_parser("plugins", help="what each installed plugin registers, and failures")
+    plugins = sub.add_parser(
+        "plugins",
+        help="each plugin loaded (distribution, version, hooks), what it registers, and failures",
+    )
     _json(plugins, "what each plugin registers, and the failures")
     checkpoints = sub.add_parser(
         "checkpoints", help="a job's checkpoints: complete, incomplete, damaged or missing, and why"
