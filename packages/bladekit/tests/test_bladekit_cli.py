@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from bladekit.listing import runs
+from portal.testing.registry import unpacked_wheel
 
 APP = Path(__file__).parent / "scripts" / "trainer_app.py"
 _SCRIPT = Path(sys.executable).parent / "bladekit"
@@ -179,3 +180,35 @@ def test_help_starts_fast_and_imports_little(portal_home: Path) -> None:
     )
     assert probe.stdout.strip() == "[]"
     assert time.monotonic() - started < 10
+
+
+def test_version_names_the_distribution(portal_home: Path) -> None:
+    done = bladekit("--version", home=portal_home)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("bladekit 0.") and done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    ("taken", "wheel", "remove"),
+    [
+        ("bladekit", ("bladekit", "4.18.6"), "`pip uninstall bladekit`"),
+        ("portal", ("portal", "3.8.3"), "`pip uninstall portal`"),
+    ],
+)
+def test_another_projects_package_under_our_name_is_named_with_the_way_out(
+    portal_home: Path, tmp_path: Path, taken: str, wheel: tuple[str, str], remove: str
+) -> None:
+    """Blade's own SDK (``bladekit`` on the index) or the other ``portal`` installed beside
+    ours: the command names it and the way out, never ``No module named 'bladekit.cli'``."""
+    assert _SCRIPT.exists(), f"the bladekit command is not installed beside {sys.executable}"
+    site = unpacked_wheel(*wheel, tmp_path / "site")
+    assert (site / taken / "__init__.py").exists()
+
+    done = bladekit("run", f"{APP}::Trainer.fit", "3", home=portal_home, PYTHONPATH=str(site))
+
+    assert done.returncode == 69, done.stderr
+    assert "Traceback" not in done.stderr and "No module named" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"bladekit: the import name `{taken}` belongs to another project here ")
+    assert f"({wheel[0]} {wheel[1]}, at {site / taken / '__init__.py'})" in line
+    assert f"Remove it ({remove})" in line and line.endswith("[FOREIGN_PACKAGE]")

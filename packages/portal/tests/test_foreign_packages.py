@@ -8,66 +8,14 @@ unpacked as pip lays a wheel out: its package and its ``.dist-info``."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
-import pytest
+from portal.testing.registry import unpacked_wheel
 
-CACHE = Path(os.environ.get("PORTAL_CORPUS_CACHE") or Path.home() / ".cache" / "portal-test-corpus")
 FOREIGN_PORTAL = ("portal", "3.8.3")
-
-
-def _wheel(name: str, version: str) -> Path:
-    """The registry's wheel of ``name==version``, downloaded once into the cache."""
-    folder = CACHE / f"{name}-{version}-wheel"
-    found = sorted(folder.glob(f"{name}-{version}-*.whl"))
-    if found:
-        return found[0]
-    folder.mkdir(parents=True, exist_ok=True)
-    pip = _pip()
-    if pip is None:
-        pytest.skip("no pip to download with (this environment, .venv-tools, PATH)")
-    done = subprocess.run(
-        [
-            *pip,
-            "download",
-            "--no-deps",
-            "--only-binary",
-            ":all:",
-            "--disable-pip-version-check",
-            "--timeout",
-            "30",
-            "--retries",
-            "1",
-            "--dest",
-            str(folder),
-            f"{name}=={version}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    found = sorted(folder.glob(f"{name}-{version}-*.whl"))
-    if done.returncode != 0 or not found:
-        pytest.skip(f"cannot download {name}=={version} from the registry: {done.stderr[-300:]}")
-    return found[0]
-
-
-def _pip() -> list[str] | None:
-    """A pip: this interpreter's, the tools venv's, or one on PATH."""
-    if importlib.util.find_spec("pip") is not None:
-        return [sys.executable, "-m", "pip"]
-    tools = Path(__file__).resolve().parents[3] / ".venv-tools" / "bin" / "pip"
-    for candidate in (str(tools), shutil.which("pip3"), shutil.which("pip")):
-        if candidate and os.access(candidate, os.X_OK):
-            return [candidate]
-    return None
 
 
 def _portal_command() -> str:
@@ -77,9 +25,7 @@ def _portal_command() -> str:
 
 
 def test_another_projects_portal_package_is_named_with_the_way_out(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    with zipfile.ZipFile(_wheel(*FOREIGN_PORTAL)) as wheel:
-        wheel.extractall(site)
+    site = unpacked_wheel(*FOREIGN_PORTAL, tmp_path / "site")
     assert (site / "portal" / "__init__.py").exists()
     env = {**os.environ, "PYTHONPATH": str(site), "PORTAL_HOME": str(tmp_path / "home")}
 

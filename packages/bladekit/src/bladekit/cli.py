@@ -236,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if options.version:
             from importlib.metadata import version
 
-            print(f"bladekit {version('bladekit')}")
+            print(f"bladekit {version('portal-bladekit')}")
             return 0
         if options.command == "preempt":
             return _preempt(options.run_id, options.seconds)
