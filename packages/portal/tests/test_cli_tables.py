@@ -20,6 +20,29 @@ def _documented_keys(heading: str) -> set[str]:
     return {key for cell in first_cells for key in re.findall(r"`([a-z_]+)`", cell)}
 
 
+def test_no_jobs_yet_says_where_it_looked_and_how_to_start_one(portal: PortalCli) -> None:
+    done = portal("jobs")
+    assert done.returncode == 0
+    assert done.stdout.split() == [
+        "JOB",
+        "NAME",
+        "SUBMITTED",
+        "DURATION",
+        "STATE",
+        "MACHINE",
+        "ATTEMPTS",
+        "LAST",
+        "CHECKPOINT",
+        "CARRY",
+        "SCRIPT",
+    ]
+    assert done.stderr == (
+        f"portal: no jobs yet under PORTAL_HOME {portal.home}: start one with `portal run SCRIPT`\n"
+    )
+    listed = portal("jobs", "--json")  # for scripts: the empty list, and no words
+    assert (listed.stdout.strip(), listed.stderr) == ("[]", "")
+
+
 def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     job = portal("run", "--detach", "--name", "twice", "count.py", "3").stdout.strip()
     portal.wait_for_output(job, "step 2 ")
@@ -116,6 +139,11 @@ def test_version_and_contradictions(portal: PortalCli) -> None:
     assert version.returncode == 0 and version.stdout.startswith("portal ")
     both = portal("run", "--no-spot", "--spot-only", "count.py")
     assert both.returncode == 64 and "--no-spot and --spot-only ask for opposite" in both.stderr
+    unknown = portal("jobs", "--bogus")  # the command's own usage, where its flags are
+    assert unknown.returncode == 64 and unknown.stderr.startswith(
+        "usage: portal jobs [-h] [--json]"
+    )
+    assert "portal: unrecognized arguments: --bogus [INVALID_ARGUMENT]" in unknown.stderr
     negative = portal("wait", "whatever", "--timeout", "-1")
     assert negative.returncode == 64 and "a wait takes 0 seconds or more" in negative.stderr
     placed = portal("run", "--on", "spot:c7i.large", "count.py")

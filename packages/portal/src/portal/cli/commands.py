@@ -502,7 +502,24 @@ class Cli:
                 )
             )
         print_table(headers, rows, styles={4: STATE_STYLES})
+        if not rows:  # the header alone, on stdout; the way on, for people, on stderr
+            note(f"no jobs yet {self._where_jobs_are()}: start one with `portal run SCRIPT`")
         return 0
+
+    def _where_jobs_are(self) -> str:
+        """Which jobs a listing shows, in words: another PORTAL_HOME or control plane has its
+        own (the first thing to check when a job seems to be gone)."""
+        from portal.control.config import remote_control
+
+        remote = remote_control(self.plane.settings)
+        if remote is not None:
+            return f"on the control plane at {remote.url}"
+        database = self.plane.settings.control_db
+        if database == "sqlite":
+            return f"under PORTAL_HOME {self.plane.home}"
+        if database.startswith(("postgresql://", "postgres://")):
+            return "in the PostgreSQL control plane (PORTAL_CONTROL_DB)"
+        return f"in {database}"
 
     def plugins(self, options: argparse.Namespace) -> int:
         """``portal plugins [--json]``: each plugin loaded (its distribution, version and hooks),

@@ -310,6 +310,28 @@ def _server_main(argv: list[str]) -> int:
     return int(importlib.import_module("portal.server.cli").main(argv))
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, read; a flag the command does not take is refused with that command's
+    usage (``portal jobs --bogus`` shows ``portal jobs``'s, not ``portal``'s), so the way out is
+    on the screen."""
+    options, extras = parser.parse_known_args(argv)
+    if extras:
+        _command_parser(parser, options).error(f"unrecognized arguments: {' '.join(extras)}")
+    return options
+
+
+def _command_parser(
+    parser: argparse.ArgumentParser, options: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The (sub)command's own parser that read ``options``: ``portal config set`` is two down."""
+    while True:
+        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(options, commands[0].dest, None) if commands else None
+        if not commands or chosen not in commands[0].choices:
+            return parser
+        parser = commands[0].choices[chosen]
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -323,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["server"]:
         return _server_main(args[1:])
-    options = _parser().parse_args(argv)
+    options = _parse(_parser(), argv)
     cli: Cli | None = None
     try:
         if options.command == "config":  # the settings alone: no control plane is opened

@@ -12,6 +12,7 @@ import threading
 
 import attrs
 
+from portal.core import units
 from portal.core.clock import Clock
 
 __all__ = ["Progress", "ProgressTracker"]
@@ -43,12 +44,11 @@ class Progress:
 
     def describe(self) -> str:
         """One line for logs: ``120.0 MB of 512.0 MB, 80.0 MB/s, 4.9 s left``."""
-        mb = 1e6
-        total = f" of {self.expected_bytes / mb:.1f} MB" if self.expected_bytes else ""
-        rate = f", {self.rate_bps / mb:.1f} MB/s" if self.rate_bps else ""
+        total = f" of {units.size(self.expected_bytes)}" if self.expected_bytes else ""
+        rate = f", {units.rate(self.rate_bps)}" if self.rate_bps else ""
         eta = f", {self.eta_s:.1f} s left" if self.eta_s is not None else ""
         late = " (will miss the deadline)" if self.will_miss_deadline else ""
-        return f"{self.bytes_done / mb:.1f} MB{total}{rate}{eta}{late}"
+        return f"{units.size(self.bytes_done)}{total}{rate}{eta}{late}"
 
 
 class ProgressTracker:
