@@ -83,6 +83,10 @@ def test_the_page_follows_a_job_until_a_notice_suspends_it(
     assert checkpoint is not None
     expect(overview_row(page, "Last checkpoint")).to_contain_text(checkpoint["id"])
     expect(overview_row(page, "Machine")).to_have_text("local (attempt 1: suspended)")
+    expect(page.locator("#banner h2")).to_have_text("Next step")  # the way on, first
+    expect(page.locator("#banner-text")).to_have_text(
+        "Suspended at its last checkpoint: continue it with `portal resume steps`"
+    )
     assert page.locator("body").get_attribute("data-updated") != updated
     screenshot(page, "run-page-suspended")
 
@@ -90,7 +94,9 @@ def test_the_page_follows_a_job_until_a_notice_suspends_it(
 def test_an_unknown_job_says_how_to_find_one(console_url: str, page: Any) -> None:
     from playwright.sync_api import expect
 
-    page.goto(f"{console_url}/jobs/nope")
+    response = page.goto(f"{console_url}/jobs/nope")
+    assert response is not None and response.status == 404
+    expect(page.get_by_role("link", name="All jobs")).to_have_attribute("href", "/")
     expect(page.locator("#error")).to_have_text(
         "no job 'nope': give a job id (j-...) or a job's name; `portal jobs` lists them"
     )

@@ -73,6 +73,8 @@ def answers(portal: PortalCli, digest: str, progress: str) -> dict[str, Any]:
             ("status", {"job": "nope"}),
             ("logs", {"job": "progress"}),
             ("logs", {"job": "progress", "max_bytes": 100}),
+            ("logs", {"job": "progress", "max_bytes": -1}),
+            ("logs", {"job": "progress", "max_bytes": 10**30}),
         ],
     )
 
@@ -121,6 +123,7 @@ def test_every_tool_says_it_only_reads(portal: PortalCli) -> None:
     tools = asyncio.run(session())
     assert len(tools) == 4
     for tool in tools:
+        assert tool.title, tool.name  # what a client shows its user
         assert tool.annotations is not None, tool.name
         assert tool.annotations.read_only_hint is True, tool.name
         assert tool.annotations.open_world_hint is False, tool.name
@@ -131,11 +134,25 @@ def test_logs_give_a_progress_bar_s_last_frame_and_cut_between_characters(
 ) -> None:
     raw = (portal.home / "jobs" / progress / "attempts" / "1" / "stdout").read_bytes()
     assert b"\repoch 0:  50%" in raw  # what the job wrote (and `portal logs` gives as it is)
+    assert b"\x1b[1;32mpassed" in raw
     (whole,) = structured(answers["logs" + str({"job": "progress"})])
-    assert whole["stdout"] == ("epoch 0: 100%\nepoch 1: 100%\nGrüße\n" + "ü" * 50 + "\n")
+    # As a terminal shows it: the bar's last frames, the words without their colour codes.
+    assert whole["stdout"] == (
+        "epoch 0: 100%\nepoch 1: 100%\npassed checks\nGrüße\n" + "ü" * 50 + "\n"
+    )
     (cut,) = structured(answers["logs" + str({"job": "progress", "max_bytes": 100})])
     # The last 100 bytes begin inside a two-byte character: the text starts at the next one.
     assert cut["stdout"] == "ü" * 49 + "\n" and cut["stdout_truncated"] is True
+
+
+@pytest.mark.parametrize("asked", [-1, 10**30])
+def test_a_max_bytes_out_of_range_is_named_with_the_range(
+    answers: dict[str, Any], asked: int
+) -> None:
+    result = answers["logs" + str({"job": "progress", "max_bytes": asked})]
+    assert result.is_error
+    text = " ".join(c.text for c in result.content)
+    assert f"max_bytes {asked} is out of range: give 1 to 4194304" in text, text
 
 
 def test_an_unknown_job_is_an_error_that_says_how_to_find_one(answers: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,7 +144,7 @@ def test_the_console_reads_only_kept_output_and_says_why(views: JobViews, tmp_pa
     assert answers[1]["text"] == "step1\n" and answers[1]["next"] == 6
     assert "periodic checkpoint c1" in answers[1]["note"]
     assert answers[2]["text"] == "" and "done again by attempt 3" in answers[2]["note"]
-    assert answers[3] == {"text": "step2\nend\n", "next": 10, "note": None}
+    assert answers[3] == {"text": "step2\nend\n", "start": 0, "next": 10, "note": None}
 
 
 def test_bad_log_requests_name_the_way_out(views: JobViews) -> None:
@@ -170,8 +171,16 @@ def test_problems_make_a_banner_in_the_specs_words_until_a_check_passes() -> Non
     warning = "A checkpoint of this job cannot carry digest (...)"
     warned = [event("carry-warning", 10.0, warning, problem=PROBLEM)]
     carry = carry_state(warned)
-    status = {"state": "running", "attempts": [], "last_checkpoint": None, "carry": carry}
-    assert banner(status) == {"kind": "warning", "text": warning, "problems": 1}
+    status = {
+        "job": "j-1",
+        "name": "train",
+        "state": "running",
+        "attempts": [],
+        "last_checkpoint": None,
+        "carry": carry,
+    }
+    title = "Checkpoint check"
+    assert banner(status) == {"kind": "warning", "title": title, "text": warning, "problems": 1}
     rows = dict(overview(status, now=20.0))
     assert rows["Checkpoint check"] == (
         "1 problem: cannot carry digest (_hashlib.HASH) (see the banner)"
@@ -180,7 +189,7 @@ def test_problems_make_a_banner_in_the_specs_words_until_a_check_passes() -> Non
 
     blocked = "This job passed no pause point for 30 s (...)"
     status["carry"] = carry_state([*warned, event("carry-blocked", 11.0, blocked, after_s=30)])
-    assert banner(status) == {"kind": "blocked", "text": blocked, "problems": 1}
+    assert banner(status) == {"kind": "blocked", "title": title, "text": blocked, "problems": 1}
     assert dict(overview(status, now=20.0))["Checkpoint check"].startswith("blocked")
 
     status["carry"] = carry_state([*warned, event("carry-ok", 12.0)])
@@ -208,3 +217,85 @@ def test_charts_say_what_is_missing_and_never_fail_on_odd_figures() -> None:
     assert charts["checkpoint-size"]["svg"].count("data-checkpoint=") == 1
     assert charts["upload-time"]["note"] == "No upload timed yet."
     assert "<script" not in "".join(c["svg"] or "" for c in charts.values())
+
+
+def _console(home: Path) -> tuple[subprocess.Popen[str], str]:
+    """``portal console --port 0`` on ``home``, and its address."""
+    console = subprocess.Popen(
+        [sys.executable, "-m", "portal.cli", "console", "--port", "0"],
+        env={**os.environ, "PORTAL_HOME": str(home)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert console.stderr is not None
+    line = console.stderr.readline()
+    found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+    assert found, line
+    return console, found.group(1)
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def test_a_long_log_opens_at_its_end_as_a_page_shows_text(views: JobViews, tmp_path: Path) -> None:
+    """tail=N: the last N bytes from a line's start, with where they start; colour codes left
+    out and one cut at the end held back until its rest is written; huge numbers answered, not
+    a 500."""
+    job = views.plane.create_job(script="train.py", workdir=".")
+    views.plane.store.start_attempt(job.id, machine="local", at=1.0)
+    out = views.plane.paths(job.id).stdout(1)
+    out.parent.mkdir(parents=True)
+    lines = b"".join(b"line %05d\n" % i for i in range(20_000))  # 220 kB
+    out.write_bytes(lines + b"\x1b[32mgreen\x1b[0m done\n\x1b[3")  # a code cut at the end
+    console, base = _console(tmp_path / "home")
+    try:
+        api = f"{base}/api/jobs/{job.id}/logs?attempt=1&stream=stdout"
+        status, body = _get(f"{api}&tail=1000")
+        answer = json.loads(body)
+        assert status == 200
+        assert answer["start"] > 0 and lines[answer["start"] - 1 : answer["start"]] == b"\n"
+        assert answer["text"].startswith("line ") and answer["text"].endswith("green done\n")
+        assert "\x1b" not in answer["text"]
+        assert answer["next"] == out.stat().st_size - len(b"\x1b[3")  # held back
+        for query in ("limit=99999999999999999999", "offset=9223372036854775808"):
+            status, body = _get(f"{api}&{query}")
+            assert status == 200, body
+        status, body = _get(f"{api}&tail=0")
+        assert status == 400 and "tail=0: give 1 or more bytes" in body
+        status, body = _get(f"{base}/jobs/nope")
+        assert status == 404 and "no job &#x27;nope&#x27;" in body and 'href="/"' in body
+    finally:
+        console.send_signal(signal.SIGINT)
+        console.communicate(timeout=15)
+
+
+def test_a_failed_job_says_why_in_its_last_words(views: JobViews) -> None:
+    job = views.plane.create_job(script="train.py", workdir=".")
+    views.plane.store.start_attempt(job.id, machine="local", at=1.0)
+    err = views.plane.paths(job.id).stderr(1)
+    err.parent.mkdir(parents=True)
+    err.write_bytes(
+        b"Traceback (most recent call last):\n  File ...\n"
+        b"\x1b[31mRuntimeError: boom: bad data at step 3\x1b[0m\n\n"
+    )
+    views.plane.store.end_attempt(job.id, 1, state=AttemptState.FAILED, at=2.0, exit_code=1)
+    assert views.status(job, recorded_only=True)["error"] is None  # not failed: no reason
+    views.plane.store.set_job_state(job.id, JobState.FAILED)
+    status = views.status(views.plane.job(job.id), recorded_only=True)
+    assert status["error"] == "RuntimeError: boom: bad data at step 3"
+    assert banner(status) == {
+        "kind": "failed",
+        "title": "Failed",
+        "text": "Failed (exit code 1): RuntimeError: boom: bad data at step 3",
+        "problems": 0,
+    }
+    rows = dict(overview(status, now=10.0))
+    assert rows["Error"] == "RuntimeError: boom: bad data at step 3"
+    assert rows["Duration"] == "1s"

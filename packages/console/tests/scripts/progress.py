@@ -1,5 +1,6 @@
 """Output as a progress bar draws it (frames ended by a carriage return, as tqdm redraws a line)
-and text of two-byte characters at the end."""
+with a coloured word (a terminal's escape codes, as click and rich write them), and text of
+two-byte characters at the end."""
 import sys
 
 for epoch in range(2):
@@ -7,5 +8,6 @@ for epoch in range(2):
         sys.stdout.write(f"\repoch {epoch}: {pct:3d}%")
         sys.stdout.flush()
     sys.stdout.write("\n")
+print("\x1b[1;32mpassed\x1b[0m \x1b]0;title\x07checks")
 print("Grüße")
 print("ü" * 50, flush=True)

@@ -29,6 +29,8 @@ CHART_IDS = ("checkpoint-size", "upload-time", "attempts", "state-bound")
 _WIDTH, _HEIGHT = 520, 250
 _SVG = "http://www.w3.org/2000/svg"
 _NOTICE_COLOR, _BOUND_COLOR, _STATE_COLOR = "#d92d20", "#f79009", "#1570ef"
+#: Bars of figures (sizes, seconds): not red, which the page keeps for notices and failures.
+_BAR_COLOR = "#1570ef"
 _ROW_COLORS = ("#1570ef", "#079455", "#7a5af8", "#dd2590", "#0e9384", "#667085")
 
 
@@ -52,8 +54,12 @@ def _checkpoint_size(facts: JobFacts) -> dict[str, Any]:
     points = facts.checkpoints
     if not points:
         return _entry("checkpoint-size", title, None, "No checkpoint stored yet.")
-    chart = leather.Chart(title)
-    chart.add_columns([(str(i), p.bytes) for i, p in enumerate(points, start=1)], name="size")
+    chart = leather.Chart()  # the title is the figure's caption (and the SVG's <title>)
+    chart.add_columns(
+        [(str(i), p.bytes) for i, p in enumerate(points, start=1)],
+        name="size",
+        fill_color=_BAR_COLOR,
+    )
     chart.add_x_axis(name="checkpoint, oldest first")
     chart.add_y_axis(tick_formatter=_sizes, name="size as stored")
     desc = "; ".join(
@@ -72,8 +78,10 @@ def _upload_time(facts: JobFacts) -> dict[str, Any]:
     if not timed:
         note = "No upload timed yet." if facts.checkpoints else "No checkpoint stored yet."
         return _entry("upload-time", title, None, note)
-    chart = leather.Chart(title)
-    chart.add_columns([(str(i), p.upload_s) for i, p in timed], name="seconds")
+    chart = leather.Chart()  # the title is the figure's caption (and the SVG's <title>)
+    chart.add_columns(
+        [(str(i), p.upload_s) for i, p in timed], name="seconds", fill_color=_BAR_COLOR
+    )
     chart.add_x_axis(name="checkpoint, oldest first")
     chart.add_y_axis(tick_formatter=_seconds, name="upload, seconds")
     desc = "; ".join(f"checkpoint {i} ({p.id}): {p.upload_s:.2f} s" for i, p in timed)
@@ -91,7 +99,7 @@ def _attempts(facts: JobFacts) -> dict[str, Any]:
     if not facts.attempts:
         return _entry("attempts", title, None, "No attempt started yet.")
     rows = facts.machines
-    chart = leather.Chart(title)
+    chart = leather.Chart()  # the title is the figure's caption (and the SVG's <title>)
     chart.add_x_scale(0, max(1.0, _since(facts, facts.now)))
     chart.add_y_scale(-0.5, len(rows) - 0.5)
     for index, machine in enumerate(rows):
@@ -142,7 +150,7 @@ def _state_bound(facts: JobFacts) -> dict[str, Any]:
     title = "State size and spot bound"
     if not facts.states:
         return _entry("state-bound", title, None, "No state size measured yet.")
-    chart = leather.Chart(title)
+    chart = leather.Chart()  # the title is the figure's caption (and the SVG's <title>)
     top = max([s.bytes for s in facts.states] + [b.bytes for b in facts.bounds])
     chart.add_x_scale(0, max(1.0, _since(facts, facts.now)))
     chart.add_y_scale(0, max(1, top) * 1.15)

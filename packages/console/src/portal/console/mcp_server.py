@@ -27,7 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from portal.control.views import JobViews
-from portal.core.errors import PortalError
+from portal.core.errors import InvalidArgumentError, PortalError
 
 __all__ = ["ACTIONS_SETTING", "build_server", "serve"]
 
@@ -35,9 +35,16 @@ __all__ = ["ACTIONS_SETTING", "build_server", "serve"]
 #: call them without asking its user.
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 #: Tools that change a job (a pause, a new attempt): a client should ask its user first.
-_ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+#: They act on Portal's own jobs only (closed world): nothing beyond this control plane.
+_ACTS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
 #: Cancelling ends a job for good.
-_ENDS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+_ENDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+)
+#: The most ``logs`` gives of one stream, whatever is asked: an agent's context is not a disk.
+MAX_LOG_BYTES = 4 << 20
 #: The setting that adds the acting tools.
 ACTIONS_SETTING = "mcp.actions"
 
@@ -55,36 +62,47 @@ def build_server(views: JobViews, *, actions: bool | None = None) -> MCPServer[A
     if actions is None:
         actions = bool(views.plane.settings.values.get(ACTIONS_SETTING, False))
     server: MCPServer[Any] = MCPServer(
-        "portal", instructions=_INSTRUCTIONS + (_ACTING if actions else _READING)
+        "portal",
+        instructions=_INSTRUCTIONS + (_ACTING if actions else _READING),
+        version=_version(),
     )
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(title="List jobs", annotations=_READ_ONLY)
     def jobs() -> list[dict[str, Any]]:
-        """Every job, oldest first: id, name, state, number of attempts, script."""
+        """Every job, oldest first, as `portal jobs --json` lists it: id, name, state, script,
+        submitted/started/ended times and duration, attempts and recoveries, the machine, the
+        last checkpoint (id, bytes, time), the checkpoint check's verdict (carry), and its
+        source (portal, or the tool that ran it)."""
         with _told():
             return views.jobs()
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(title="A job's status", annotations=_READ_ONLY)
     def status(job: str) -> dict[str, Any]:
         """A job's state, attempts, last checkpoint and checkpoint check (carry): the same
         object as `portal status JOB --json`."""
         with _told():
             return views.status(views.job(job))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(title="Explain a job's notices", annotations=_READ_ONLY)
     def explain(job: str) -> dict[str, Any]:
         """Every notice the job got and what was decided at it, and the checkpoint check's
         decisions (warn or info, policy checkpoint): what `portal explain JOB` prints."""
         with _told():
             return views.explain(views.job(job))
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(title="A job's output", annotations=_READ_ONLY)
     def logs(job: str, max_bytes: int = 65536) -> list[dict[str, Any]]:
-        """The job's output per attempt (stdout and stderr, the last max_bytes of each, cut
-        between characters; a *_truncated flag says when earlier output was left out). A
-        progress bar redrawn in place (tqdm's \\r frames) is given as its last state."""
+        """The job's output per attempt (stdout and stderr, the last max_bytes of each, 1 to
+        4194304, cut between characters; a *_truncated flag says when earlier output was left
+        out), as a terminal shows it: a progress bar redrawn in place (tqdm's \\r frames) as
+        its last state, without colour codes."""
         with _told():
-            return views.logs(views.job(job), max_bytes=max_bytes, last_frames=True)
+            if not 1 <= max_bytes <= MAX_LOG_BYTES:
+                raise InvalidArgumentError(
+                    f"max_bytes {max_bytes} is out of range: give 1 to {MAX_LOG_BYTES} (the "
+                    "last max_bytes of each stream are given; 65536 unless told)"
+                )
+            return views.logs(views.job(job), max_bytes=max_bytes, as_shown=True)
 
     if actions:
         _add_actions(server, views)
@@ -105,20 +123,20 @@ _ACTING = (
 def _add_actions(server: MCPServer[Any], views: JobViews) -> None:
     """notice, resume and cancel: each the person's own command, run as they would run it."""
 
-    @server.tool(annotations=_ACTS)
+    @server.tool(title="Deliver a notice", annotations=_ACTS)
     def notice(job: str, seconds: float | None = None) -> dict[str, Any]:
         """Deliver a preemption notice to the job's machine: it pauses at a safe point, is
         checkpointed and suspended (`portal notice JOB [--seconds S]`)."""
         extra = [] if seconds is None else ["--seconds", str(seconds)]
         return _command(views, "notice", job, *extra)
 
-    @server.tool(annotations=_ACTS)
+    @server.tool(title="Resume a job", annotations=_ACTS)
     def resume(job: str) -> dict[str, Any]:
         """Continue a suspended job from its last checkpoint, detached (`portal resume JOB
         --detach`)."""
         return _command(views, "resume", job, "--detach")
 
-    @server.tool(annotations=_ENDS)
+    @server.tool(title="Cancel a job", annotations=_ENDS)
     def cancel(job: str) -> dict[str, Any]:
         """Stop a job for good; its checkpoints are kept (`portal cancel JOB`)."""
         return _command(views, "cancel", job)
@@ -148,6 +166,16 @@ def _command(views: JobViews, *words: str) -> dict[str, Any]:
         words_said = done.stderr.strip() or f"exit status {done.returncode}"
         raise ToolError(f"`{answer['command']}` did not do it: {words_said}")
     return answer
+
+
+def _version() -> str:
+    """The console's version, for the MCP handshake (clients show and log it)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("portal-console")
+    except PackageNotFoundError:
+        return "0"
 
 
 @contextmanager

@@ -12,6 +12,7 @@ out of any thread pool.
 
 from __future__ import annotations
 
+import html
 import socket
 import time
 from collections.abc import Callable
@@ -31,7 +32,8 @@ from portal.console.joblist import job_rows
 from portal.console.keyless import key_elsewhere, keyless_job
 from portal.console.overview import banner, overview
 from portal.control.store import JobNotFoundError
-from portal.control.views import JobViews
+from portal.control.views import JobViews, unfinished_terminal_code, without_terminal_codes
+from portal.core.domain import JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 
 __all__ = ["DEFAULT_PORT", "build_app", "serve"]
@@ -60,6 +62,10 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
         return page("index.html")
 
     async def run_page(request: Request) -> Response:
+        try:
+            keyless_job(views, request.path_params["job"])
+        except JobNotFoundError as exc:
+            return _not_found(request.path_params["job"], str(exc))
         return page("run.html")
 
     async def static(request: Request) -> Response:
@@ -101,12 +107,13 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
         # From the records alone (no key needed): see portal.console.chartdata.
         job, _ = keyless_job(views, request.path_params["job"])
         store = views.plane.store
-        facts = job_facts(
-            store.attempts(job.id),
-            [event for _, event in store.events(job.id)],
-            origin=job.created_at,
-            now=clock(),
-        )
+        attempts = store.attempts(job.id)
+        events = [event for _, event in store.events(job.id)]
+        # A job that runs no more ends its charts' time axis where it stopped, not at now.
+        live = job.state in (JobState.RUNNING, JobState.PAUSING)
+        ends = [a.ended_at or a.started_at for a in attempts] + [e.at for e in events]
+        end = clock() if live or not ends else max(ends)
+        facts = job_facts(attempts, events, origin=job.created_at, now=end)
         return JSONResponse({"charts": render_charts(facts)}, headers=_NO_STORE)
 
     async def api_logs(request: Request) -> Response:
@@ -116,15 +123,36 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
         # Output a later attempt did again is left out, as `portal logs` leaves it out.
         why, *kept_bytes = views.log_notes(job).get(attempt, (None, None, None))
         kept = kept_bytes[1] if stream == "stderr" else kept_bytes[0]
+        # A page opens a log at its end (tail=N: the last N bytes, from a line's start), so a
+        # log of a gigabyte shows its latest lines at once; `start` above 0 says what is left out.
+        if "offset" in request.query_params or "tail" not in request.query_params:
+            offset = _int_param(request, "offset", 0)
+        else:
+            tail = _int_param(request, "tail", _LOG_CHUNK)
+            if tail < 1:
+                raise InvalidArgumentError(f"query parameter tail={tail}: give 1 or more bytes")
+            offset = views.log_tail_start(job, attempt, stream, tail=tail, kept=kept)
         text, next_offset = views.read_log(
             job,
             attempt,
             stream,
-            offset=_int_param(request, "offset", 0),
-            limit=_int_param(request, "limit", 256 * 1024),
+            offset=offset,
+            limit=min(_int_param(request, "limit", _LOG_CHUNK), _LOG_CHUNK_MAX),
             kept=kept,
         )
-        return JSONResponse({"text": text, "next": next_offset, "note": why}, headers=_NO_STORE)
+        # As a page shows text: a terminal's colour codes left out, one not yet whole held back.
+        held = unfinished_terminal_code(text)
+        if held:
+            text, next_offset = text[:-held], next_offset - held
+        return JSONResponse(
+            {
+                "text": without_terminal_codes(text),
+                "start": offset,
+                "next": next_offset,
+                "note": why,
+            },
+            headers=_NO_STORE,
+        )
 
     async def portal_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, PortalError)
@@ -154,6 +182,24 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
+#: A log is read 256 kB at a time, and never more than 4 MB in one answer, whatever is asked.
+_LOG_CHUNK = 256 * 1024
+_LOG_CHUNK_MAX = 4 << 20
+
+
+def _not_found(ref: str, why: str) -> Response:
+    """The run page of a job that is not here: a 404 page saying so, with the way back."""
+    name = html.escape(ref)
+    body = (
+        '<!doctype html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>Portal: no job {name}</title>\n"
+        '<link rel="stylesheet" href="/static/console.css">\n</head>\n'
+        '<body data-page="missing">\n<header><a href="/" class="brand">Portal</a> '
+        '<span class="where">console</span></header>\n'
+        f'<main>\n<h1>No job {name}</h1>\n<p id="error" class="error">{html.escape(why)}</p>\n'
+        '<p><a href="/">All jobs</a></p>\n</main>\n</body>\n</html>\n'
+    )
+    return Response(body, status_code=404, media_type="text/html; charset=utf-8", headers=_NO_STORE)
 
 
 def _int_param(request: Request, name: str, default: int) -> int:

@@ -26,7 +26,7 @@ from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.output_order import ordered_pieces
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
-from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines
+from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines, job_row_words
 from portal.core import units
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError
@@ -288,6 +288,8 @@ class Cli:
         for a in data["attempts"]:
             code = "" if a["exit_code"] is None else f", exit {a['exit_code']}"
             print(f"  #{a['number']} {a['machine']}: {a['state']}{code}")
+        if data["error"]:  # a failed job's last words on stderr: why it failed
+            print(f"error     {data['error']}")
         ckpt = data["last_checkpoint"]
         if ckpt:
             print(
@@ -481,22 +483,17 @@ class Cli:
         )
         rows = []
         for j in listed:
-            last = j["last_checkpoint"]
-            checkpoint = "-"
-            if last is not None:
-                size = units.size(last["bytes"]) if last["bytes"] is not None else "?"
-                checkpoint = f"{size}, {units.age(now - last['created_at'])} ago"
+            words = job_row_words(j, now)
             rows.append(
                 (
                     j["job"],
                     j["name"] or "-",
-                    f"{units.age(now - j['created_at'])} ago",
-                    "-" if j["duration_s"] is None else units.duration(j["duration_s"]),
+                    words["submitted"],
+                    words["duration"],
                     j["state"],
                     j["machine"] or "-",
-                    f"{j['attempts']}"
-                    + (f" ({j['recoveries']} resumed)" if j["recoveries"] else ""),
-                    checkpoint,
+                    words["attempts"],
+                    words["last_checkpoint"],
                     j["carry"] or "-",
                     j["script"],
                 )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,6 +34,10 @@ __all__ = [
     "JobViews",
     "checkpoint_check_line",
     "explain_lines",
+    "job_row_words",
+    "last_frame_of_each_line",
+    "unfinished_terminal_code",
+    "without_terminal_codes",
 ]
 
 #: The checkpoint check's event kinds that are warnings (a warn decision, a note on the CLI).
@@ -211,7 +216,25 @@ class JobViews:
             "kept_checkpoint": None if recorded_only else _kept(events),
             "carry": carry_state(events),
             "lost_during_notice": _lost_during_notice(self.plane, job, attempts),
+            "error": self._failure_line(job, attempts),
         }
+
+    def _failure_line(self, job: Job, attempts: Sequence[Any]) -> str | None:
+        """Why a failed job failed, in its own words: the last line its last attempt wrote to
+        stderr (a traceback's last line names the exception), as a terminal shows it; None for
+        a job that has not failed, or one that said nothing."""
+        if job.state is not JobState.FAILED or not attempts:
+            return None
+        path = self.plane.paths(job.id).stderr(attempts[-1].number)
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, path.stat().st_size - _FAILURE_TAIL))
+                tail = f.read().decode("utf-8", "replace")
+        except OSError:
+            return None
+        lines = without_terminal_codes(last_frame_of_each_line(tail)).splitlines()
+        said = [line.strip() for line in lines if line.strip()]
+        return said[-1][:_FAILURE_LINE] if said else None
 
     # --- jobs -----------------------------------------------------------------------------------
 
@@ -362,17 +385,18 @@ class JobViews:
                 f"offset {offset} and limit {limit}: give an offset of 0 or more and a limit of 1 "
                 "or more bytes"
             )
-        if kept is not None:
-            if offset >= kept:
-                return "", offset
-            limit = min(limit, kept - offset)
         path = self.plane.paths(job.id).attempt(attempt) / stream
         try:
-            with path.open("rb") as f:
-                f.seek(offset)
-                data = f.read(limit)
+            size = path.stat().st_size
         except FileNotFoundError:
             return "", offset
+        end = size if kept is None else min(size, kept)
+        if offset >= end:  # nothing there yet (or past what is kept): ask again from here
+            return "", offset
+        limit = min(limit, end - offset)  # never more than the file holds, however much asked
+        with path.open("rb") as f:
+            f.seek(offset)
+            data = f.read(limit)
         if offset > 0:
             # An offset inside a character (the last N bytes of a log, say): start at the next
             # one, never with the replacement mark for its cut first bytes.
@@ -390,14 +414,36 @@ class JobViews:
             return decoder.decode(b"", final=True), offset + len(data)
         return text, offset + len(data) - pending
 
+    def log_tail_start(
+        self, job: Job, attempt: int, stream: str, *, tail: int, kept: int | None = None
+    ) -> int:
+        """Where the last ``tail`` bytes of a log begin, moved on to the start of a line: a
+        reader that opens a long log at its end (the console) shows whole lines, and says that
+        earlier output is left out when this is above 0."""
+        path = self.plane.paths(job.id).attempt(attempt) / stream
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        end = size if kept is None else min(size, kept)
+        start = max(0, end - max(1, tail))
+        if start == 0:
+            return 0
+        with path.open("rb") as f:
+            f.seek(start - 1)
+            window = f.read(end - start + 1)
+        line_end = window.find(b"\n")
+        return start + line_end if 0 <= line_end < len(window) - 1 else start
+
     def logs(
-        self, job: Job, *, max_bytes: int = 1 << 20, last_frames: bool = False
+        self, job: Job, *, max_bytes: int = 1 << 20, as_shown: bool = False
     ) -> list[dict[str, Any]]:
         """Each attempt's output (its last ``max_bytes`` per stream): what ``portal logs``
         prints, kept apart per attempt and stream since their interleaving is not recorded.
         Output whose work a later attempt did again is left out, and ``note`` says why.
-        ``last_frames``: a progress bar's frames (each ended by ``\r``, redrawn in place on a
-        terminal) are kept only as the last state each line showed, as a reader sees it."""
+        ``as_shown``: as a terminal shows it, for a reader that is none (an agent): a progress
+        bar's frames (each ended by ``\r``, redrawn in place) only as the last state each line
+        showed, and no colour or cursor codes."""
         result = []
         paths = self.plane.paths(job.id)
         notes = self.log_notes(job)
@@ -413,12 +459,57 @@ class JobViews:
                 text, _ = self.read_log(
                     job, attempt.number, stream, offset=start, limit=max_bytes, kept=kept
                 )
-                entry[stream] = last_frame_of_each_line(text) if last_frames else text
+                if as_shown:
+                    text = without_terminal_codes(last_frame_of_each_line(text))
+                entry[stream] = text
                 entry[f"{stream}_truncated"] = start > 0
             if why is not None:
                 entry["note"] = why
             result.append(entry)
         return result
+
+
+def job_row_words(row: dict[str, Any], now: float) -> dict[str, str]:
+    """A row of :meth:`JobViews.jobs` in words, as ``portal jobs`` and the console both show
+    it: ``submitted`` (``3m ago``), ``duration`` (``12m30s``; ``-`` before a start),
+    ``attempts`` (``2 (1 resumed)``) and ``last_checkpoint`` (``24.2 kB, 4s ago``; ``-``)."""
+    last = row["last_checkpoint"]
+    checkpoint = "-"
+    if last is not None:
+        size = units.size(last["bytes"]) if last["bytes"] is not None else "?"
+        checkpoint = f"{size}, {units.age(now - last['created_at'])} ago"
+    resumed = f" ({row['recoveries']} resumed)" if row["recoveries"] else ""
+    return {
+        "submitted": f"{units.age(now - row['created_at'])} ago",
+        "duration": "-" if row["duration_s"] is None else units.duration(row["duration_s"]),
+        "attempts": f"{row['attempts']}{resumed}",
+        "last_checkpoint": checkpoint,
+    }
+
+
+#: How much of a failed attempt's stderr is read for its last line, and how much of that line is
+#: shown (a traceback's last line; a line of a megabyte is cut).
+_FAILURE_TAIL = 16 * 1024
+_FAILURE_LINE = 500
+
+#: A terminal's control sequences: colours and cursor moves (CSI), titles (OSC), and the
+#: two-character escapes. A reader that is no terminal (a web page, an agent) shows text.
+_TERMINAL_CODES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def without_terminal_codes(text: str) -> str:
+    """``text`` without a terminal's control sequences (``\x1b[32m`` and the like): what a
+    terminal would show, for a reader that is not one."""
+    return _TERMINAL_CODES.sub("", text) if "\x1b" in text else text
+
+
+def unfinished_terminal_code(text: str) -> int:
+    """How many characters at the end of ``text`` are the start of a control sequence whose
+    rest has not been read yet (0: none): a reader of a growing log holds them back."""
+    start = text.rfind("\x1b", max(0, len(text) - 64))
+    if start < 0 or _TERMINAL_CODES.match(text, start) or not text[start:].isascii():
+        return 0
+    return len(text) - start
 
 
 def last_frame_of_each_line(text: str) -> str:

@@ -16,8 +16,14 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// Times as every message of Portal writes them: UTC, labelled (the node, the control plane and
+// the reader may be in three zones), with the date when it is not today's.
 function clock(seconds) {
-  return new Date(seconds * 1000).toLocaleTimeString([], { hour12: false });
+  const at = new Date(seconds * 1000);
+  const iso = at.toISOString(); // 2026-12-05T21:09:18.000Z
+  const day = iso.slice(0, 10);
+  const time = `${iso.slice(11, 19)} UTC`;
+  return day === new Date().toISOString().slice(0, 10) ? time : `${day} ${time}`;
 }
 
 async function getJson(url) {
@@ -39,32 +45,54 @@ function stateBadge(state) {
 
 // --- the jobs list ------------------------------------------------------------------------------
 
+// A row's cells, by column: what each shows of the job (as `portal jobs` shows it).
+const JOB_COLUMNS = [
+  ["job", (job) =>
+    // Another tool's job (a bladekit run) has no run page here: its own tool shows it.
+    job.source === "portal"
+      ? el("a", { href: `/jobs/${encodeURIComponent(job.job)}` }, job.job)
+      : el("span", { title: `a ${job.source} run` }, job.job, ` (${job.source})`)],
+  ["name", (job) => job.name || "-"],
+  ["state", (job) => stateBadge(job.state)],
+  ["machine", (job) => job.machine || "-"],
+  ["attempts", (job) => job.attempts_text],
+  ["checkpoint", (job) => job.last_checkpoint_text],
+  ["carry", (job) => job.carry || "-"],
+  ["script", (job) => el("span", { class: "mono" }, job.script)],
+  ["submitted", (job) => el("span", { title: job.submitted_at }, job.submitted)],
+  ["duration", (job) => job.duration || "-"],
+];
+
+// Rows are kept and only the cells whose content changed are redrawn, so text a reader selects
+// (a job id to copy) stays selected while the list follows the jobs.
+function jobRow(body, job) {
+  let row = body.querySelector(`tr[data-job="${CSS.escape(job.job)}"]`);
+  if (!row) {
+    row = el("tr", { "data-job": job.job, "data-source": job.source });
+    for (const [col] of JOB_COLUMNS) row.append(el("td", { "data-col": col }));
+  }
+  JOB_COLUMNS.forEach(([, cell], index) => {
+    const made = cell(job);
+    const node = made instanceof Node ? made : document.createTextNode(String(made));
+    const td = row.children[index];
+    const html = node instanceof Element ? node.outerHTML : node.textContent;
+    if (td.dataset.drawn !== html) {
+      td.replaceChildren(node);
+      td.dataset.drawn = html;
+    }
+  });
+  return row;
+}
+
 async function pollJobs() {
   try {
     const { jobs } = await getJson("/api/jobs");
     const body = document.querySelector("#jobs tbody");
-    body.replaceChildren(
-      ...jobs.map((job) =>
-        el(
-          "tr",
-          { "data-job": job.job, "data-source": job.source },
-          // Another tool's job (a bladekit run) has no run page here: its own tool shows it.
-          el(
-            "td",
-            {},
-            job.source === "portal"
-              ? el("a", { href: `/jobs/${encodeURIComponent(job.job)}` }, job.job)
-              : el("span", { title: `a ${job.source} run` }, job.job, ` (${job.source})`),
-          ),
-          el("td", {}, job.name || "-"),
-          el("td", {}, stateBadge(job.state)),
-          el("td", {}, job.attempts),
-          el("td", { class: "mono" }, job.script),
-          el("td", { "data-col": "submitted" }, job.submitted),
-          el("td", { "data-col": "duration" }, job.duration || "-"),
-        ),
-      ),
-    );
+    const rows = jobs.map((job) => jobRow(body, job));
+    rows.forEach((row, index) => {
+      if (body.children[index] !== row) body.insertBefore(row, body.children[index] || null);
+    });
+    while (body.children.length > rows.length) body.lastElementChild.remove();
     document.getElementById("empty").hidden = jobs.length > 0;
     showError(null);
   } catch (error) {
@@ -145,7 +173,10 @@ function renderOverview(rows, status) {
 function renderBanner(banner) {
   const node = document.getElementById("banner");
   node.hidden = !banner;
-  node.classList.toggle("blocked", Boolean(banner && banner.kind === "blocked"));
+  node.dataset.kind = banner ? banner.kind : "";
+  node.classList.toggle("blocked", Boolean(banner && ["blocked", "failed"].includes(banner.kind)));
+  node.classList.toggle("next", Boolean(banner && banner.kind === "next"));
+  node.querySelector("h2").textContent = banner ? banner.title : "";
   document.getElementById("banner-text").textContent = banner ? banner.text : "";
 }
 
@@ -174,20 +205,49 @@ function logNode(attempt, stream) {
       box.append(el("h3", {}, `attempt ${attempt.number} on ${attempt.machine}`));
       document.getElementById("logs").append(box);
     }
-    const node = el("pre", { class: stream, "data-stream": stream });
+    const node = el("pre", { class: stream, "data-stream": stream, "data-empty": "" });
+    const line = el("span", { class: "line" }); // the line being written, redrawn in place
+    node.append(line);
     box.append(node);
-    run.logs.set(key, { offset: 0, node, complete: false });
+    run.logs.set(key, { offset: null, node, line, pending: "", complete: false });
   }
   return run.logs.get(key);
 }
+
+// A line as a terminal shows it: of the frames a progress bar redraws it with (each ended by a
+// carriage return, as tqdm writes them), the last that showed anything.
+function lastFrame(line) {
+  const frames = line.replace(/\r+$/, "").split("\r").filter((frame) => frame);
+  return frames.length ? frames[frames.length - 1] : "";
+}
+
+function appendLog(log, text) {
+  log.node.removeAttribute("data-empty");
+  const parts = (log.pending + text).split("\n");
+  log.pending = parts.pop(); // the line not ended yet: shown, and redrawn as it grows
+  if (parts.length) log.line.before(parts.map(lastFrame).join("\n") + "\n");
+  log.line.textContent = lastFrame(log.pending);
+}
+
+// A log opens at its end (its last TAIL_BYTES, from a line's start): a long one shows its latest
+// lines at once, and says how much came before (`portal logs` prints it all).
+const TAIL_BYTES = 64 * 1024;
 
 async function pollLogs(attempts) {
   for (const attempt of attempts) {
     for (const stream of ["stdout", "stderr"]) {
       const log = logNode(attempt, stream);
       if (log.complete) continue; // an ended attempt read to its end: nothing more will come
-      const query = `attempt=${attempt.number}&stream=${stream}&offset=${log.offset}`;
+      const from = log.offset === null ? `tail=${TAIL_BYTES}` : `offset=${log.offset}`;
+      const query = `attempt=${attempt.number}&stream=${stream}&${from}`;
       const chunk = await getJson(`/api/jobs/${encodeURIComponent(run.job)}/logs?${query}`);
+      if (log.offset === null && chunk.start > 0) {
+        const kb = Math.round(chunk.start / 1024);
+        log.node.before(
+          el("p", { class: "log-note", "data-earlier": chunk.start },
+            `${kb} kB of earlier ${stream} not shown: \`portal logs ${run.job}\` prints it all`),
+        );
+      }
       if (chunk.note && !log.noted) {
         // Output a later attempt did again is left out (as `portal logs` does); say why once.
         log.noted = true;
@@ -198,7 +258,7 @@ async function pollLogs(attempts) {
       }
       if (chunk.text) {
         const follow = log.node.scrollTop + log.node.clientHeight >= log.node.scrollHeight - 4;
-        log.node.append(chunk.text);
+        appendLog(log, chunk.text);
         if (follow) log.node.scrollTop = log.node.scrollHeight;
       }
       log.offset = chunk.next;
