@@ -41,6 +41,12 @@ def fail(kind: str) -> None:
 
 
 @app.function()
+def nap(seconds: float) -> str:
+    time.sleep(seconds)
+    return "rested"
+
+
+@app.function()
 def crash() -> None:
     os._exit(3)
 

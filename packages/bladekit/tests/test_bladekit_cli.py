@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +44,30 @@ def one_paragraph_error(done: subprocess.CompletedProcess[str]) -> str:
     errors = [line for line in lines if not line.startswith("bladekit: running ")]
     assert len(errors) == 1, done.stderr
     return errors[0]
+
+
+def wait_for_pid(marker: Path, timeout: float = 60) -> int:
+    """The container pid ``nap`` wrote to ``marker`` once its call runs."""
+    deadline = time.time() + timeout
+    while not marker.exists():
+        assert time.time() < deadline, "the call never started"
+        time.sleep(0.05)
+    return int(marker.read_text())
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return False
+    return fields[0] != "Z"
+
+
+def interruptible() -> None:
+    """In the child: Ctrl-C raises KeyboardInterrupt even when the tests run in the background
+    (where SIGINT is ignored, and Python then installs no handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def expected_fit(steps: int) -> dict[str, object]:
@@ -212,3 +237,48 @@ def test_another_projects_package_under_our_name_is_named_with_the_way_out(
     assert line.startswith(f"bladekit: the import name `{taken}` belongs to another project here ")
     assert f"({wheel[0]} {wheel[1]}, at {site / taken / '__init__.py'})" in line
     assert f"Remove it ({remove})" in line and line.endswith("[FOREIGN_PACKAGE]")
+
+
+def test_ctrl_c_stops_the_run_at_once_and_records_it_failed(
+    portal_home: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "started"
+    command = [*BLADEKIT, "run", f"{APP}::nap", "20", str(marker)]
+    env = {**os.environ, "PORTAL_HOME": str(portal_home)}
+    with subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=interruptible,
+    ) as process:
+        container = wait_for_pid(marker)
+        interrupted = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        took = time.monotonic() - interrupted
+    done = subprocess.CompletedProcess(command, process.returncode, out, err)
+    assert done.returncode == 130, err
+    assert "was stopped" in one_paragraph_error(done)
+    assert took < 5, f"stopping took {took:.1f} s"  # not the 10 s an idle container gets
+    assert not alive(container)
+    (row,) = runs(portal_home)
+    assert row.state == "failed" and row.ended_at is not None
+    assert row.reason is not None and "stopped" in row.reason
+
+
+def test_the_container_dies_with_its_caller(portal_home: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    with subprocess.Popen(
+        [*BLADEKIT, "run", f"{APP}::nap", "60", str(marker)],
+        env={**os.environ, "PORTAL_HOME": str(portal_home)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as process:
+        container = wait_for_pid(marker)
+        process.kill()
+    deadline = time.time() + 10
+    while alive(container):
+        assert time.time() < deadline, "the container outlived its caller"
+        time.sleep(0.05)

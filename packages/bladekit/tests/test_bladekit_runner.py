@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import random
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import bladekit_testapps as apps
 import pytest
 
 import bladekit
+from bladekit.listing import runs
 from bladekit.testing import preempt_run
 
 
@@ -199,3 +201,34 @@ def test_reserved_is_never_preempted(caplog: pytest.LogCaptureFixture, portal_ho
     assert reserved.pid_of.remote() == pid
     assert [e.kind for e in bladekit.run_of(reserved).events].count("preempted") == 0
     reserved.close()
+
+
+def test_an_instance_outlives_the_thread_that_started_its_container(
+    tmp_path: Path, portal_home: Path
+) -> None:
+    """A container dies with its caller (PR_SET_PDEATHSIG), which for Linux is the thread that
+    started it: the call thread of a .spawn() ends, and the instance's container must not."""
+    counter = apps.Counter("ok", str(tmp_path / "count.pkl"))
+    call = counter.bump.spawn()  # the container starts during this call's own thread
+    _, pid = call.get(timeout=30)
+    run_id = bladekit.run_of(counter).run_id
+    wait_for(lambda: not any(t.name == f"bladekit-call-{run_id}" for t in threading.enumerate()))
+    time.sleep(0.3)
+    assert counter.bump.remote() == (2, pid)
+    counter.close()
+    (row,) = [r for r in runs(portal_home) if r.run_id == run_id]
+    assert row.state == "done"
+
+
+def test_leaving_the_block_with_a_call_in_flight_stops_it_promptly(portal_home: Path) -> None:
+    app = apps.app
+    started = time.monotonic()
+    with app.run():
+        call = apps.nap.spawn(30)
+        wait_for(lambda: call.run.attempt == 1 and call.run._current is not None)
+        time.sleep(0.5)
+    assert time.monotonic() - started < 10
+    with pytest.raises(bladekit.AppStoppedError):
+        call.get(timeout=10)
+    (row,) = [r for r in runs(portal_home) if r.run_id == call.run.run_id]
+    assert row.state == "failed" and row.reason and "stopped" in row.reason

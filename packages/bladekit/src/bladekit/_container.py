@@ -6,6 +6,10 @@ shows at its mount path (:mod:`bladekit._namespace`; real folders where that is 
 :mod:`bladekit.mounts`). It then syncs the run's volumes, builds the class instance and runs its ``enter`` hooks (which is where a checkpoint is loaded),
 says Ready, then serves calls one at a time until told to close.
 
+It dies with its caller: first thing, it asks the kernel for SIGKILL when its parent (the
+caller's container-starting thread, which lives as long as the caller) dies (Linux's
+``PR_SET_PDEATHSIG``, as Portal's node does for a job), and exits if the caller is already gone.
+
 Preemption: a watcher thread polls the attempt's notice folder with portal-spot-core's
 :class:`~portal.providers.local.LocalNoticeSource`. On a notice the on_preempt callback
 runs in the *main* thread, so it sees a consistent instance, never one being changed under it:
@@ -22,6 +26,8 @@ A ``gpu_class="reserved"`` container logs each notice it gets and ignores it.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
 import logging
 import os
@@ -53,6 +59,7 @@ from bladekit.protocol import (
     read_frame,
     write_frame,
 )
+from bladekit.records import CALLER_PID_ENV
 from bladekit.wire import decode_request
 from portal.core.domain import Notice
 from portal.providers.local import LocalNoticeSource
@@ -307,7 +314,18 @@ class Container:
         return hook, getattr(hook, "__qualname__", repr(hook))
 
 
+def die_with_caller() -> None:
+    """Be killed when the caller dies (even by SIGKILL): a container nobody waits on would run on
+    holding its GPU, its mounts and its volume's lock."""
+    with contextlib.suppress(Exception):  # not Linux: no prctl (the check below still holds)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    caller = os.environ.get(CALLER_PID_ENV, "")
+    if caller.isdigit() and os.getppid() != int(caller):  # it died before the line above
+        os._exit(1)
+
+
 def main(argv: list[str]) -> int:
+    die_with_caller()
     run_dir, attempt = Path(argv[0]), int(argv[1])
     # fd 1 becomes the private reply channel; user prints go to stderr instead.
     out_fd = os.dup(1)

@@ -44,6 +44,8 @@ class RunRow:
     checkpoint_bytes: int | None = None
     checkpoint_at: float | None = None
     dir: Path
+    #: Why a failed (or preempted-out) run ended, in one sentence; None otherwise.
+    reason: str | None = None
 
 
 class _Request(msgspec.Struct):
@@ -88,9 +90,11 @@ def _row(folder: Path, host: str) -> RunRow | None:
             return None
         state: RunState = "running"
         ended, attempts, interruptions = None, _attempts(folder), max(_attempts(folder) - 1, 0)
+        reason = None
     else:
         submitted, ended = status.submitted_at, status.ended_at
         state, attempts, interruptions = status.state, status.attempts, status.interruptions
+        reason = status.reason
         owner_gone = (
             status.owner_pid is not None
             and status.owner_host == host
@@ -98,6 +102,7 @@ def _row(folder: Path, host: str) -> RunRow | None:
         )
         if state == "running" and owner_gone:
             state = "failed"
+            reason = f"its caller (process {status.owner_pid}) ended without closing it"
     return RunRow(
         run_id=folder.name,
         app=request.app,
@@ -110,6 +115,7 @@ def _row(folder: Path, host: str) -> RunRow | None:
         checkpoint_bytes=None if checkpoint is None else checkpoint.size,
         checkpoint_at=None if checkpoint is None else checkpoint.saved_at,
         dir=folder,
+        reason=reason,
     )
 
 

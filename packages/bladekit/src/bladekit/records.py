@@ -24,6 +24,7 @@ import msgspec
 
 __all__ = [
     "ATTEMPT_ENV",
+    "CALLER_PID_ENV",
     "CHECKPOINT_FILE",
     "RUN_DIR_ENV",
     "STATUS_FILE",
@@ -40,6 +41,8 @@ __all__ = [
 RUN_DIR_ENV: Final = "BLADEKIT_RUN_DIR"
 #: Set by the runner in each container: the attempt number.
 ATTEMPT_ENV: Final = "BLADEKIT_ATTEMPT"
+#: Set by the runner in each container: the caller's process id (the container dies with it).
+CALLER_PID_ENV: Final = "BLADEKIT_CALLER_PID"
 STATUS_FILE: Final = "status.json"
 CHECKPOINT_FILE: Final = "checkpoint.json"
 
@@ -57,6 +60,8 @@ class RunStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     #: The caller's process and host: a "running" run whose caller is gone ended unrecorded.
     owner_pid: int | None = None
     owner_host: str | None = None
+    #: Why a failed run failed, in one sentence (stopped by its caller, out of preemptions).
+    reason: str | None = None
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

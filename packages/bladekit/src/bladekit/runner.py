@@ -8,6 +8,10 @@ bladekit._container`` process. A monitor thread per attempt reads its replies, f
 stderr, watches the same notice folder to enforce the grace window (a container still alive at
 the notice's deadline is killed) and, once the process is gone, releases its mount paths.
 
+Every container is started from one long-lived thread (:class:`_Spawner`) and asks the kernel to
+kill it when that thread's process dies (``PR_SET_PDEATHSIG``, see :mod:`bladekit._container`), so
+no container outlives its caller, even one killed with SIGKILL.
+
 When an attempt ends by preemption the run counts an interruption and, while the budget
 (``max_interruptions``, else :data:`DEFAULT_MAX_INTERRUPTIONS`) allows, the next call starts a new
 attempt, whose ``enter`` hooks reload the checkpoint; a call the preemption cut short is sent again.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import pickle
 import queue
@@ -32,6 +37,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +48,7 @@ from bladekit import mounts
 from bladekit.errors import (
     AppStoppedError,
     ContainerExitedError,
+    InvalidArgumentError,
     PreemptedError,
     RemoteError,
     RunError,
@@ -59,12 +66,26 @@ from bladekit.protocol import (
     dump_frame,
     split_frames,
 )
-from bladekit.records import ATTEMPT_ENV, RUN_DIR_ENV, RunState, RunStatus, write_status
+from bladekit.records import (
+    ATTEMPT_ENV,
+    CALLER_PID_ENV,
+    RUN_DIR_ENV,
+    RunState,
+    RunStatus,
+    write_status,
+)
 from bladekit.wire import FunctionRequest, decode_request, encode_request
 from portal.core.settings import Settings
 from portal.providers.local import NOTICE_DIR_ENV, LocalNoticeSource, deliver_notice
 
-__all__ = ["DEFAULT_GRACE_S", "DEFAULT_MAX_INTERRUPTIONS", "Run", "RunEvent", "find_run_dir"]
+__all__ = [
+    "DEFAULT_GRACE_S",
+    "DEFAULT_MAX_INTERRUPTIONS",
+    "Run",
+    "RunEvent",
+    "find_run_dir",
+    "grace_seconds",
+]
 
 log = logging.getLogger("bladekit.runner")
 
@@ -72,7 +93,10 @@ log = logging.getLogger("bladekit.runner")
 DEFAULT_MAX_INTERRUPTIONS = 3
 #: Notice length :meth:`Run.preempt` gives by default (what GCP gives a spot VM).
 DEFAULT_GRACE_S = 30.0
+#: How long an idle container has to exit once told to close, before it is killed.
 _CLOSE_WAIT_S = 10.0
+#: How long a container whose call was abandoned has to exit after SIGTERM, before SIGKILL.
+_TERMINATE_WAIT_S = 2.0
 
 
 @attrs.frozen(kw_only=True)
@@ -108,6 +132,75 @@ class _Attempt:
     @property
     def notice_dir(self) -> Path:
         return self.dir / "notices"
+
+
+class _Spawner:
+    """Starts every container from one daemon thread that lives as long as this process.
+
+    A container asks to be killed when its parent dies (``PR_SET_PDEATHSIG``), and for Linux the
+    parent is the *thread* that started it: a container started from a ``.spawn()`` or map
+    worker thread would be killed when that thread ends, under an instance still in use. A
+    daemon thread ends only with the process, which is exactly when its containers must go.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._requests: queue.Queue[tuple[list[str], dict[str, Any], Future[Any]]] = queue.Queue()
+
+    def popen(self, argv: list[str], **options: Any) -> subprocess.Popen[bytes]:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked caller: its own queue and thread
+                self._pid, self._thread, self._requests = os.getpid(), None, queue.Queue()
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._serve, args=(self._requests,), name="bladekit-spawner", daemon=True
+                )
+                self._thread.start()
+            requests = self._requests
+        started: Future[subprocess.Popen[bytes]] = Future()
+        requests.put((argv, options, started))
+        try:
+            return started.result()
+        except BaseException:
+            # Interrupted while it started: nobody will watch that container, so it goes now.
+            started.add_done_callback(_kill_started)
+            raise
+
+    @staticmethod
+    def _serve(requests: queue.Queue[tuple[list[str], dict[str, Any], Future[Any]]]) -> None:
+        while True:
+            argv, options, started = requests.get()
+            try:
+                started.set_result(subprocess.Popen(argv, **options))
+            except BaseException as exc:
+                started.set_exception(exc)
+
+
+def _kill_started(started: Future[subprocess.Popen[bytes]]) -> None:
+    if started.exception() is None:
+        with contextlib.suppress(OSError):
+            started.result().kill()
+
+
+#: The one thread containers are started from (a runtime singleton, see :class:`_Spawner`).
+_SPAWNER = _Spawner()
+
+
+def grace_seconds(seconds: float) -> float:
+    """``seconds`` as a notice's grace window; refused unless a finite number above 0."""
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise InvalidArgumentError(
+            f"grace window {seconds!r} s is not valid: give a finite number of seconds above 0 "
+            f"(a spot provider gives 30 to 120; {DEFAULT_GRACE_S:g} by default)",
+            details={"seconds": repr(seconds)},
+        )
+    return value
 
 
 def _home() -> Path:
@@ -154,15 +247,20 @@ class Run:
         self._closed = False
         self._stop_reason: str | None = None
         self._last_call_failed = False
+        # True while a caller waits on the container (its start, or a call's reply): a caller
+        # that stops waiting (Ctrl-C) leaves it busy, and closing it then stops it at once.
+        self._waiting = False
         self._state: RunState = "running"
+        self._reason: str | None = None
         self.submitted_at = time.time()
         self.ended_at: float | None = None
         self._record()
 
-    def _record(self, state: RunState | None = None) -> None:
+    def _record(self, state: RunState | None = None, reason: str | None = None) -> None:
         """Write the run's status for other processes (``bladekit.listing``); never fails a run."""
         if state is not None and self._state == "running":
             self._state = state
+            self._reason = reason
             self.ended_at = time.time()
         status = RunStatus(
             state=self._state,
@@ -172,6 +270,7 @@ class Run:
             interruptions=self.interruptions,
             owner_pid=os.getpid(),
             owner_host=socket.gethostname(),
+            reason=self._reason,
         )
         with contextlib.suppress(OSError):
             write_status(self.dir, status)
@@ -231,11 +330,14 @@ class Run:
             stdin.flush()
 
     def _wait_reply(self, attempt: _Attempt, seq: int) -> CallResult | CallFailed | None:
+        self._waiting = True  # left set if the wait is interrupted (see close)
         while True:
             message = attempt.inbox.get()
             if isinstance(message, CallResult | CallFailed) and message.seq == seq:
+                self._waiting = False
                 return message
             if isinstance(message, _Exited):
+                self._waiting = False
                 return None
 
     def _user_error(self, what: str, failed: CallFailed | StartFailed) -> BaseException:
@@ -287,7 +389,8 @@ class Run:
         env[NOTICE_DIR_ENV] = str(folder / "notices")
         env[RUN_DIR_ENV] = str(self.dir)
         env[ATTEMPT_ENV] = str(number)
-        process = subprocess.Popen(
+        env[CALLER_PID_ENV] = str(os.getpid())
+        process = _SPAWNER.popen(
             [sys.executable, "-m", "bladekit._container", str(self.dir), str(self.attempt)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -301,7 +404,9 @@ class Run:
             target=self._monitor, args=(attempt,), name=f"bladekit-{self.run_id}", daemon=True
         ).start()
         self._record()
+        self._waiting = True  # left set if the wait is interrupted (see close)
         message = attempt.inbox.get()
+        self._waiting = False
         if isinstance(message, Ready):
             self._event("started", f"attempt {attempt.number} started (pid {message.pid})")
             return attempt
@@ -351,7 +456,7 @@ class Run:
         if self.interruptions > self.max_interruptions:
             self._failed = PreemptedError(
                 f"run {self.run_id} of {self.name} was preempted {self.interruptions} times, more "
-                f"than its max_interruptions={self.max_interruptions} allow. Raise "
+                f"than max_interruptions={self.max_interruptions} allows. Raise "
                 "max_interruptions, or use gpu_class='reserved' for a run that must not be "
                 "interrupted",
                 run_id=self.run_id,
@@ -361,8 +466,13 @@ class Run:
                     "function": self.name,
                 },
             )
-            self._event("failed", str(self._failed), level=logging.WARNING)
-            self._record("preempted-out")
+            # Raised to the caller, which reports it: logged for the record only.
+            self._event("failed", str(self._failed), level=logging.DEBUG)
+            self._record(
+                "preempted-out",
+                f"preempted {self.interruptions} times, more than "
+                f"max_interruptions={self.max_interruptions} allows",
+            )
             raise self._failed
         self._record()
 
@@ -377,8 +487,8 @@ class Run:
     def _crash(self, attempt: _Attempt) -> RunError:
         if self._stop_reason is not None:
             return self._stopped()
-        self._record("failed")
         code = attempt.process.returncode
+        self._record("failed", f"its container exited with status {code} without answering")
         tail = "".join(attempt.stderr_tail).strip()
         self._event("exited", f"attempt {attempt.number} exited with status {code}")
         return ContainerExitedError(
@@ -481,6 +591,7 @@ class Run:
         next call surely goes to a new attempt. Refused (logged, False) for
         ``gpu_class="reserved"`` runs, which are never preempted, and when no container runs.
         """
+        seconds = grace_seconds(seconds)
         if not self.preemptible:
             self._event(
                 "notice_ignored",
@@ -510,24 +621,48 @@ class Run:
         self._stop_reason = reason
         attempt = self._current
         if attempt is not None:
-            with contextlib.suppress(ProcessLookupError):
-                attempt.process.kill()
+            self._terminate(attempt)
 
     def close(self) -> None:
-        """Let the container finish its current call and exit; release its mounts."""
+        """Let the container exit once idle; release its mounts.
+
+        A container still busy for a caller that stopped waiting (interrupted by Ctrl-C while a
+        call ran) has nobody to answer: it is stopped at once and the run recorded as failed.
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
+            if self._waiting and self._stop_reason is None:
+                self._stop_reason = "its caller stopped waiting for the call (interrupted)"
             try:
                 self._close_attempt()
             finally:
-                failed = self._last_call_failed or self._stop_reason is not None
-                self._record("failed" if failed else "done")
+                if self._stop_reason is not None:
+                    self._record("failed", f"stopped: {self._stop_reason}")
+                elif self._last_call_failed:
+                    self._record("failed", "its last call raised")
+                else:
+                    self._record("done")
+
+    def _terminate(self, attempt: _Attempt) -> None:
+        """Stop ``attempt``'s container now: SIGTERM, a short wait, then SIGKILL."""
+        with contextlib.suppress(ProcessLookupError):
+            attempt.process.terminate()
+        if not attempt.ended.wait(_TERMINATE_WAIT_S):
+            with contextlib.suppress(ProcessLookupError):
+                attempt.process.kill()
+            attempt.ended.wait()
 
     def _close_attempt(self) -> None:
         attempt = self._current
         if attempt is None:
+            return
+        if self._stop_reason is not None and not attempt.ended.is_set():
+            attempt.closing = True
+            self._terminate(attempt)
+            self._current = None
+            self._event("closed", f"run stopped after {self.attempt} attempt(s)")
             return
         if attempt.ended.is_set():  # preempted (or crashed) while idle: record how
             with contextlib.suppress(Exception):

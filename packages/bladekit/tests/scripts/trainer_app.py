@@ -90,6 +90,16 @@ def sleepy(seconds: float) -> str:
     return "woke"
 
 
+@app.function()
+def nap(seconds: float, started: str) -> str:
+    """Sleeps after writing its container's pid to ``started`` (tests stop it mid-call)."""
+    with open(started + ".tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(started + ".tmp", started)
+    time.sleep(seconds)
+    return "rested"
+
+
 @app.cls()
 class Job:
     """A class with its own ``run`` method: ``bladekit.run_of`` never hides it."""
