@@ -164,6 +164,22 @@ def test_a_function_that_raises(portal_home: Path) -> None:
     assert row.state == "failed"
 
 
+def test_a_function_that_raises_an_unpicklable_exception(portal_home: Path) -> None:
+    """Its exception cannot come back as itself (it holds a lock): still the function's own
+    error, exit 1, with the container's traceback saved like any other."""
+    done = bladekit("run", f"{APP}::fail_locked", "--message", "locked 7", home=portal_home)
+    assert done.returncode == 1, done.stderr
+    message = one_paragraph_error(done)
+    assert (
+        "raised trainer_app.LockedError: locked 7" in message and "function's own error" in message
+    )
+    saved = Path(message.split("Its traceback is in ")[1].rstrip("."))
+    assert saved.name == "traceback.txt"
+    assert "LockedError: locked 7" in saved.read_text()
+    (row,) = runs(portal_home)
+    assert row.state == "failed"
+
+
 def test_preempted_beyond_its_budget(portal_home: Path) -> None:
     command = [*BLADEKIT, "run", f"{APP}::sleepy", "30"]
     env = {**os.environ, "PORTAL_HOME": str(portal_home)}

@@ -129,7 +129,7 @@ def _run(target_text: str | None, words: list[str]) -> int:
 
 def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     from bladekit.app import Cls, run_of
-    from bladekit.errors import PortalError, RunError
+    from bladekit.errors import PortalError, RemoteError, RunError
 
     app = target.obj.app
     run = None
@@ -165,6 +165,8 @@ def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
             f"{target.label} did not finish: {_first_paragraph(exc.message)}"
             + (f" The container's output is in {run.dir}/attempts/." if run else ""),
         )
+    except RemoteError as exc:  # the function raised an exception that cannot be pickled
+        _fail(FUNCTION_FAILED, _user_failure(target.label, exc, run))
     except PortalError as exc:  # bladekit's own refusals: mounts, pickling, settings
         _fail(RUN_FAILED, f"{target.label} could not run: {_first_paragraph(exc.message)}")
     except Exception as exc:  # the user's function raised: its own error, reported as such
@@ -178,8 +180,12 @@ def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
 def _user_failure(label: str, exc: BaseException, run: Any) -> str:
     from bladekit.errors import RemoteError
 
-    if isinstance(exc, RemoteError):
-        kind, text, trace = exc.type_name, exc.type_name, exc.traceback_text
+    if isinstance(exc, RemoteError):  # not picklable: its type and traceback came back
+        lines = [line for line in exc.traceback_text.splitlines() if line.strip()]
+        last = lines[-1].strip() if lines else ""
+        short = exc.type_name.rsplit(".", 1)[-1]
+        text = last if last.split(":", 1)[0].endswith(short) else exc.type_name
+        trace = exc.traceback_text
     else:
         kind = type(exc).__qualname__
         text = f"{kind}: {exc}" if str(exc) else kind

@@ -10,6 +10,7 @@ run's. ``BK_VOLUME`` names the volume, so that two runs can start from empty vol
 
 import os
 import sys
+import threading
 import time
 
 import bladekit
@@ -82,6 +83,19 @@ def add(a: int, b: int = 1, *, twice: bool = False) -> int:
 @app.function()
 def fail(message: str) -> None:
     raise ValueError(message)
+
+
+class LockedError(Exception):
+    """Holds a lock, so it cannot be pickled back to the caller."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.lock = threading.Lock()
+
+
+@app.function()
+def fail_locked(message: str) -> None:
+    raise LockedError(message)
 
 
 @app.function(max_interruptions=0)
