@@ -205,6 +205,26 @@ def test_preempt_names_an_unknown_run(portal_home: Path) -> None:
     assert done.returncode == 2 and "no run bk-nope" in one_paragraph_error(done)
 
 
+def test_preempt_refuses_an_ended_run_and_a_grace_window_that_is_not_finite(
+    portal_home: Path,
+) -> None:
+    assert bladekit("run", f"{APP}::add", "1", home=portal_home).returncode == 0
+    (row,) = runs(portal_home)
+    notices = row.dir / "attempts" / "1" / "notices"
+    before = sorted(notices.iterdir())
+
+    done = bladekit("preempt", row.run_id, "--seconds", "5", home=portal_home)
+    assert done.returncode == 2
+    message = one_paragraph_error(done)
+    assert "has already ended (state done)" in message and "nothing was sent" in message
+    for seconds in ("inf", "nan", "-1"):
+        done = bladekit("preempt", row.run_id, "--seconds", seconds, home=portal_home)
+        assert done.returncode == 2
+        assert "is not valid: give a finite number of seconds" in one_paragraph_error(done)
+    assert sorted(notices.iterdir()) == before  # nothing was written into the old attempt
+    assert runs(portal_home)[0].state == "done"
+
+
 def test_help_starts_fast_and_imports_little(portal_home: Path) -> None:
     started = time.monotonic()
     done = bladekit("--help", home=portal_home)

@@ -12,7 +12,7 @@ code  meaning
       can be, else its repr; nothing for None)
 1     the function raised (its traceback is saved in the run folder, named in the message)
 2     the command was wrong: file, FILE::FUNCTION, or arguments
-3     the run itself failed: preempted more than max_interruptions allow, container crash
+3     the run itself failed: preempted more times than max_interruptions allows, container crash
 130   interrupted (Ctrl-C); the run was stopped
 ====  ==================================================================================
 

@@ -23,7 +23,7 @@ import msgspec
 
 from bladekit.records import RunState, read_checkpoint, read_status
 
-__all__ = ["RunRow", "runs"]
+__all__ = ["RunRow", "run_row", "runs"]
 
 
 @attrs.frozen(kw_only=True)
@@ -117,6 +117,11 @@ def _row(folder: Path, host: str) -> RunRow | None:
         dir=folder,
         reason=reason,
     )
+
+
+def run_row(folder: Path) -> RunRow | None:
+    """The run in ``folder`` (``home/bladekit/runs/RUN_ID``); None when it is not (yet) a run."""
+    return _row(Path(folder), socket.gethostname())
 
 
 def runs(home: Path) -> list[RunRow]:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from bladekit.runner import DEFAULT_GRACE_S, find_run_dir
+from bladekit.listing import run_row
+from bladekit.runner import DEFAULT_GRACE_S, find_run_dir, grace_seconds
 from bladekit.wire import decode_request
 from portal.core.domain import Notice
 from portal.core.errors import InvalidArgumentError
@@ -43,12 +44,25 @@ def preempt_run(
     """Preempt run ``run_id``'s current container, giving it ``seconds`` of grace.
 
     Returns the notice, or None (with a log line) for a ``gpu_class="reserved"`` run, which is
-    never preempted.
+    never preempted. Raises :class:`~portal.core.errors.InvalidArgumentError` for a grace window
+    that is not a finite number above 0, and for a run that has ended (nothing is sent: its last
+    attempt's folder is its record, not a machine to preempt).
     """
+    seconds = grace_seconds(seconds)
     folder = find_run_dir(run_id, home=home)
     request = decode_request((folder / "request.json").read_bytes())
+    row = run_row(folder)
+    if row is not None and row.state != "running":
+        why = f": {row.reason}" if row.reason else ""
+        raise InvalidArgumentError(
+            f"run {run_id} ({request.function}) has already ended (state {row.state}{why}), so "
+            "nothing was sent: a preemption notice goes to a running run. Start the function "
+            "again (bladekit run prints the new run's id)",
+            details={"run_id": run_id, "state": row.state},
+        )
     if request.gpu_class != "spot":
-        log.warning(
+        # The None returned says it; the log line is for callers that do not look.
+        log.info(
             "run %s (%s) runs on gpu_class=%r capacity, which is never preempted: notice refused",
             run_id,
             request.function,
