@@ -201,3 +201,22 @@ def test_colour_on_a_terminal_only_and_never_with_no_color(portal: PortalCli) ->
     assert "failed" in plain
     piped = portal("jobs").stdout
     assert "\x1b" not in piped
+
+
+def test_a_failed_job_says_why_and_the_way_on(portal: PortalCli) -> None:
+    """Its last words on stderr in status (text and --json); with no checkpoint, a resume
+    names the command that runs it again; a cancel does not claim checkpoints it never had."""
+    (portal.workdir / "bad.py").write_text('print("hi")\nraise RuntimeError("boom: step 3")\n')
+    assert portal("run", "--name", "bad", "bad.py", "a b").returncode == 1
+    status = json.loads(portal("status", "bad", "--json").stdout)
+    assert status["state"] == "failed" and status["error"] == "RuntimeError: boom: step 3"
+    assert "error     RuntimeError: boom: step 3" in portal("status", "bad").stdout
+    resumed = portal("resume", "bad")
+    assert resumed.returncode == 64
+    assert "it has no checkpoint to resume from: run it again with `portal run bad.py 'a b'`" in (
+        resumed.stderr
+    )
+    (portal.workdir / "wait.py").write_text("import time\ntime.sleep(60)\n")
+    job = portal("run", "--detach", "wait.py").stdout.strip()
+    cancelled = portal("cancel", job)
+    assert cancelled.stderr == f"portal: job {job} cancelled (it had no checkpoint)\n"

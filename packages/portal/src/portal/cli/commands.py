@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -150,7 +151,10 @@ class Cli:
         if job.state in ended and options.checkpoint:
             resumable.append(job.state)  # a checkpoint the user names: their choice, said below
         elif job.state not in resumable:
-            raise _not_resumable(job.id, job.state, options.job)
+            recorded = self.views.status(job, recorded_only=True)["last_checkpoint"]
+            raise _not_resumable(
+                job.id, job.state, options.job, checkpointed=recorded is not None, job=job
+            )
         stored = store_kept(self.plane, self.store, job)  # a paused attempt's unstored checkpoint
         if stored is not None:
             note(f"stored checkpoint {stored.checkpoint_id}, kept locally when its upload failed")
@@ -572,8 +576,10 @@ class Cli:
                 exit_code=None,
             )
         self.plane.set_state(job.id, JobState.CANCELLED)
-        self.plane.record(job.id, "cancelled", "cancelled by the user; its checkpoints are kept")
-        note(f"job {job.id} cancelled (its checkpoints are kept)")
+        kept = self.views.status(job, recorded_only=True)["last_checkpoint"] is not None
+        said = "its checkpoints are kept" if kept else "it had no checkpoint"
+        self.plane.record(job.id, "cancelled", f"cancelled by the user; {said}")
+        note(f"job {job.id} cancelled ({said})")
         return 0
 
     # --- the console and the MCP server (the portal-console distribution) -----------------------
@@ -691,15 +697,22 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _not_resumable(job_id: str, state: JobState, ref: str) -> InvalidArgumentError:
+def _not_resumable(
+    job_id: str, state: JobState, ref: str, *, checkpointed: bool = True, job: Job | None = None
+) -> InvalidArgumentError:
     """Why a job in ``state`` does not resume: the same words whether the CLI saw the state
-    itself or lost a race to another resume that changed it first."""
-    also = (
-        f"; a {state} job resumes from a checkpoint you name: `portal resume {ref} --checkpoint "
-        "ID` (`portal status` lists them)"
-        if state in (JobState.FAILED, JobState.CANCELLED)
-        else ""
-    )
+    itself or lost a race to another resume that changed it first. A failed or cancelled job
+    resumes from a checkpoint the user names, if it has one (``checkpointed``); else the way on
+    is to run its script again."""
+    also = ""
+    if state in (JobState.FAILED, JobState.CANCELLED) and checkpointed:
+        also = (
+            f"; a {state} job resumes from a checkpoint you name: `portal resume {ref} "
+            "--checkpoint ID` (`portal status` lists them)"
+        )
+    elif state in (JobState.FAILED, JobState.CANCELLED) and job is not None:
+        again = "portal run " + shlex.join([job.script, *job.args])
+        also = f"; it has no checkpoint to resume from: run it again with `{again}`"
     return InvalidArgumentError(
         f"job {job_id} is {state}, not suspended: only a suspended job resumes "
         f"(`portal status` shows its state){also}"
