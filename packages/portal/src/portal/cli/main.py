@@ -252,9 +252,19 @@ def _parser() -> argparse.ArgumentParser:
     _placement_flags(move, new_job=False)
     cancel = sub.add_parser("cancel", help="stop a job for good (its checkpoints are kept)")
     _job(cancel)
-    console = sub.add_parser("console", help="a web console of the jobs, on 127.0.0.1")
+    console = sub.add_parser(
+        "console",
+        help="a web console of the jobs, on 127.0.0.1",
+        description="A read-only web console of this PORTAL_HOME's jobs (or its control "
+        "plane's). It listens on 127.0.0.1 only: from another machine, reach it through an SSH "
+        "tunnel (ssh -L 8470:127.0.0.1:8470 HOST).",
+    )
     console.add_argument(
-        "--port", type=int, default=8470, metavar="P", help="default 8470. e.g. --port 9000"
+        "--port",
+        type=int,
+        default=8470,
+        metavar="P",
+        help="the port on 127.0.0.1 (default 8470; 0 picks a free one). e.g. --port 9000",
     )
     sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
     config = sub.add_parser("config", help="the settings: each value and where it comes from")
