@@ -46,6 +46,19 @@ def one_paragraph_error(done: subprocess.CompletedProcess[str]) -> str:
     return errors[0]
 
 
+def stderr_is_the_paragraph(done: subprocess.CompletedProcess[str]) -> str:
+    """The error paragraph, and nothing else said on stderr beside the 'running' line (no log
+    line repeating it)."""
+    message = one_paragraph_error(done)
+    others = [
+        line
+        for line in done.stderr.splitlines()
+        if line != message and not line.startswith("bladekit: running ")
+    ]
+    assert others == [], done.stderr
+    return message
+
+
 def wait_for_pid(marker: Path, timeout: float = 60) -> int:
     """The container pid ``nap`` wrote to ``marker`` once its call runs."""
     deadline = time.time() + timeout
@@ -195,8 +208,10 @@ def test_preempted_beyond_its_budget(portal_home: Path) -> None:
         _out, err = process.communicate(timeout=60)
     done = subprocess.CompletedProcess(command, process.returncode, _out, err)
     assert done.returncode == 3
-    message = one_paragraph_error(done)
-    assert "max_interruptions=0" in message and "Raise max_interruptions" in message
+    message = stderr_is_the_paragraph(done)
+    assert (
+        "more than max_interruptions=0 allows" in message and "Raise max_interruptions" in message
+    )
     assert runs(portal_home)[0].state == "preempted-out"
 
 
@@ -318,3 +333,22 @@ def test_the_container_dies_with_its_caller(portal_home: Path, tmp_path: Path) -
     while alive(container):
         assert time.time() < deadline, "the container outlived its caller"
         time.sleep(0.05)
+
+
+def test_preempting_a_reserved_run_says_so_once(portal_home: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    with subprocess.Popen(
+        [*BLADEKIT, "run", f"{APP}::steady_nap", "2", str(marker)],
+        env={**os.environ, "PORTAL_HOME": str(portal_home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        wait_for_pid(marker)
+        (row,) = runs(portal_home)
+        done = bladekit("preempt", row.run_id, home=portal_home)
+        out, _err = process.communicate(timeout=60)
+    assert done.returncode == 2
+    message = stderr_is_the_paragraph(done)
+    assert "never preempted" in message and "nothing was sent" in message
+    assert (process.returncode, out) == (0, "rested\n")

@@ -98,6 +98,10 @@ def _first_paragraph(text: str) -> str:
     return text.strip().split("\n\n")[0].split("\nIts last output:")[0].strip()
 
 
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
 def _run(target_text: str | None, words: list[str]) -> int:
     if not target_text or target_text in ("-h", "--help"):
         sys.stdout.write(
@@ -162,7 +166,7 @@ def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     except RunError as exc:
         _fail(
             RUN_FAILED,
-            f"{target.label} did not finish: {_first_paragraph(exc.message)}"
+            f"{target.label} did not finish: {_sentence(_first_paragraph(exc.message))}"
             + (f" The container's output is in {run.dir}/attempts/." if run else ""),
         )
     except RemoteError as exc:  # the function raised an exception that cannot be pickled

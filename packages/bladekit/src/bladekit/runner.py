@@ -455,7 +455,8 @@ class Run:
         )
         if self.interruptions > self.max_interruptions:
             self._failed = PreemptedError(
-                f"run {self.run_id} of {self.name} was preempted {self.interruptions} times, more "
+                f"run {self.run_id} of {self.name} was preempted {self.interruptions} "
+                f"time{'' if self.interruptions == 1 else 's'}, more "
                 f"than max_interruptions={self.max_interruptions} allows. Raise "
                 "max_interruptions, or use gpu_class='reserved' for a run that must not be "
                 "interrupted",
@@ -470,7 +471,8 @@ class Run:
             self._event("failed", str(self._failed), level=logging.DEBUG)
             self._record(
                 "preempted-out",
-                f"preempted {self.interruptions} times, more than "
+                f"preempted {self.interruptions} time{'' if self.interruptions == 1 else 's'}, "
+                "more than "
                 f"max_interruptions={self.max_interruptions} allows",
             )
             raise self._failed

@@ -114,6 +114,12 @@ def nap(seconds: float, started: str) -> str:
     return "rested"
 
 
+@app.function(gpu_class="reserved")
+def steady_nap(seconds: float, started: str) -> str:
+    """``nap`` on reserved capacity, which is never preempted."""
+    return nap.local(seconds, started)
+
+
 @app.cls()
 class Job:
     """A class with its own ``run`` method: ``bladekit.run_of`` never hides it."""
