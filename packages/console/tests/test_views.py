@@ -4,17 +4,13 @@ console's Overview line and banner for each state of the checkpoint check."""
 from __future__ import annotations
 
 import json
-import os
-import re
-import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import PortalCli, console_on
 
 from portal.console.chartdata import job_facts
 from portal.console.charts import CHART_IDS, render_charts
@@ -120,27 +116,12 @@ def test_output_a_later_attempt_did_again_is_left_out_and_said(views: JobViews) 
 
 def test_the_console_reads_only_kept_output_and_says_why(views: JobViews, tmp_path: Path) -> None:
     job = _lineage(views)
-    console = subprocess.Popen(
-        [sys.executable, "-m", "portal.cli", "console", "--port", "0"],
-        env={**os.environ, "PORTAL_HOME": str(tmp_path / "home")},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert console.stderr is not None
-        line = console.stderr.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
-        assert found, line
-        answers = {}
+    answers = {}
+    with console_on(PortalCli(tmp_path / "home", tmp_path)) as base:
         for attempt in (1, 2, 3):
-            url = f"{found.group(1)}/api/jobs/{job.id}/logs?attempt={attempt}&stream=stdout"
+            url = f"{base}/api/jobs/{job.id}/logs?attempt={attempt}&stream=stdout"
             with urllib.request.urlopen(url, timeout=30) as reply:
                 answers[attempt] = json.loads(reply.read())
-    finally:
-        console.send_signal(signal.SIGINT)
-        console.communicate(timeout=15)
     assert answers[1]["text"] == "step1\n" and answers[1]["next"] == 6
     assert "periodic checkpoint c1" in answers[1]["note"]
     assert answers[2]["text"] == "" and "done again by attempt 3" in answers[2]["note"]
@@ -219,23 +200,6 @@ def test_charts_say_what_is_missing_and_never_fail_on_odd_figures() -> None:
     assert "<script" not in "".join(c["svg"] or "" for c in charts.values())
 
 
-def _console(home: Path) -> tuple[subprocess.Popen[str], str]:
-    """``portal console --port 0`` on ``home``, and its address."""
-    console = subprocess.Popen(
-        [sys.executable, "-m", "portal.cli", "console", "--port", "0"],
-        env={**os.environ, "PORTAL_HOME": str(home)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert console.stderr is not None
-    line = console.stderr.readline()
-    found = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
-    assert found, line
-    return console, found.group(1)
-
-
 def _get(url: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(url, timeout=30) as reply:
@@ -254,8 +218,7 @@ def test_a_long_log_opens_at_its_end_as_a_page_shows_text(views: JobViews, tmp_p
     out.parent.mkdir(parents=True)
     lines = b"".join(b"line %05d\n" % i for i in range(20_000))  # 220 kB
     out.write_bytes(lines + b"\x1b[32mgreen\x1b[0m done\n\x1b[3")  # a code cut at the end
-    console, base = _console(tmp_path / "home")
-    try:
+    with console_on(PortalCli(tmp_path / "home", tmp_path)) as base:
         api = f"{base}/api/jobs/{job.id}/logs?attempt=1&stream=stdout"
         status, body = _get(f"{api}&tail=1000")
         answer = json.loads(body)
@@ -271,9 +234,6 @@ def test_a_long_log_opens_at_its_end_as_a_page_shows_text(views: JobViews, tmp_p
         assert status == 400 and "tail=0: give 1 or more bytes" in body
         status, body = _get(f"{base}/jobs/nope")
         assert status == 404 and "no job &#x27;nope&#x27;" in body and 'href="/"' in body
-    finally:
-        console.send_signal(signal.SIGINT)
-        console.communicate(timeout=15)
 
 
 def test_a_failed_job_says_why_in_its_last_words(views: JobViews) -> None:

@@ -11,6 +11,10 @@ from conftest import PortalCli
 
 from portal.core import units
 
+#: The header of `portal jobs`, word by word (LAST CHECKPOINT is one column of two words).
+_HEADER_LINE = "JOB NAME SUBMITTED DURATION STATE MACHINE ATTEMPTS LAST CHECKPOINT CARRY SCRIPT"
+JOBS_HEADER = _HEADER_LINE.split()
+
 
 def _documented_keys(heading: str) -> set[str]:
     """The keys docs/cli-json.md's table under ``heading`` lists (its first column)."""
@@ -23,19 +27,7 @@ def _documented_keys(heading: str) -> set[str]:
 def test_no_jobs_yet_says_where_it_looked_and_how_to_start_one(portal: PortalCli) -> None:
     done = portal("jobs")
     assert done.returncode == 0
-    assert done.stdout.split() == [
-        "JOB",
-        "NAME",
-        "SUBMITTED",
-        "DURATION",
-        "STATE",
-        "MACHINE",
-        "ATTEMPTS",
-        "LAST",
-        "CHECKPOINT",
-        "CARRY",
-        "SCRIPT",
-    ]
+    assert done.stdout.split() == JOBS_HEADER
     assert done.stderr == (
         f"portal: no jobs yet under PORTAL_HOME {portal.home}: start one with `portal run SCRIPT`\n"
     )
@@ -73,19 +65,7 @@ def test_jobs_for_people_and_for_scripts(portal: PortalCli) -> None:
     }
     header, line = portal("jobs").stdout.splitlines()
     assert "\x1b" not in header + line  # no colour into a pipe
-    assert header.split() == [
-        "JOB",
-        "NAME",
-        "SUBMITTED",
-        "DURATION",
-        "STATE",
-        "MACHINE",
-        "ATTEMPTS",
-        "LAST",
-        "CHECKPOINT",
-        "CARRY",
-        "SCRIPT",
-    ]
+    assert header.split() == JOBS_HEADER
     cells = line.split()
     assert cells[:2] == [job, "twice"]
     assert re.fullmatch(r"\d+[smhd]", cells[2]) and cells[3] == "ago"
