@@ -46,6 +46,40 @@ def test_real_runs_done_failed_preempted_out(tmp_path: Path, portal_home: Path) 
     assert all(started <= row.submitted_at <= (row.ended_at or 0) for row in rows.values())
 
 
+def test_portal_jobs_rows_count_resumes_name_the_method_and_say_why_a_run_failed(
+    tmp_path: Path, portal_home: Path
+) -> None:
+    """Through the portal_job_listings hook: recoveries are the attempts that resumed from a
+    checkpoint (not the preemptions); a run out of preemptions is Portal's ``failed`` with its
+    reason in ``error``; a class's run is named with its method."""
+    from bladekit.portal_plugin import portal_job_listings
+
+    counter = apps.Counter("ok", str(tmp_path / "c.pkl"))  # max_interruptions=1
+    counter.bump.remote()
+    assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
+    assert counter.bump.remote()[0] == 2  # attempt 2 loaded attempt 1's checkpoint
+    assert bladekit.run_of(counter).preempt(seconds=5, wait=True)
+    with pytest.raises(bladekit.PreemptedError):
+        counter.bump.remote()
+    counter.close()
+    assert apps.add.remote(1, 2) == 3
+
+    rows = {row["job"]: row for row in portal_job_listings(str(portal_home))}
+    counted = rows[bladekit.run_of(counter).run_id]
+    assert (counted["attempts"], counted["recoveries"]) == (2, 1)
+    assert counted["state"] == "failed"
+    assert counted["error"].startswith("preempted-out: preempted 2 times")
+    assert counted["name"] == "bladekit-tests.Counter.bump"
+    assert counted["script"] == "bladekit bladekit-tests::Counter.bump"
+    (added,) = [row for row in rows.values() if row is not counted]
+    assert (added["name"], added["state"], added["recoveries"], added["error"]) == (
+        "bladekit-tests.add",
+        "done",
+        0,
+        None,
+    )
+
+
 class _nothing:
     def __enter__(self) -> None: ...
     def __exit__(self, *exc: object) -> None: ...

@@ -18,7 +18,7 @@ from typing import Any
 
 import cloudpickle
 
-from bladekit.records import record_checkpoint
+from bladekit.records import record_checkpoint, record_resume
 from portal.storage.volumes import TEMP_MARK
 
 __all__ = ["load_checkpoint", "save_checkpoint"]
@@ -61,9 +61,12 @@ def load_checkpoint(path: str | os.PathLike[str], default: Any | None = None) ->
     not hold the key cannot change what you load. (They can put back an older, genuine version.)"""
     try:
         with open(path, "rb") as f:
-            return pickle.load(f)
+            value = pickle.load(f)
     except FileNotFoundError:
         return default
+    # In a container's second attempt or later: the run resumed (``bladekit.listing`` counts it).
+    record_resume()
+    return value
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import attrs
 import msgspec
 
-from bladekit.records import RunState, read_checkpoint, read_status
+from bladekit.records import RunState, read_checkpoint, read_status, resumed_attempts
 
 __all__ = ["RunRow", "run_row", "runs"]
 
@@ -34,12 +34,16 @@ class RunRow:
     app: str
     #: The function's or class's qualified name (``train``, ``Trainer``).
     function: str
+    #: For a class, the method of the run's last call (``fit``); None for a function.
+    method: str | None = None
     state: RunState
     #: Epoch seconds.
     submitted_at: float
     ended_at: float | None
     attempts: int
     interruptions: int
+    #: Attempts that loaded a checkpoint (``load_checkpoint``) to resume; attempt 1 never does.
+    resumed: int = 0
     #: The last checkpoint ``save_checkpoint`` wrote in one of the run's containers, if any.
     checkpoint_bytes: int | None = None
     checkpoint_at: float | None = None
@@ -90,11 +94,11 @@ def _row(folder: Path, host: str) -> RunRow | None:
             return None
         state: RunState = "running"
         ended, attempts, interruptions = None, _attempts(folder), max(_attempts(folder) - 1, 0)
-        reason = None
+        reason, method = None, None
     else:
         submitted, ended = status.submitted_at, status.ended_at
         state, attempts, interruptions = status.state, status.attempts, status.interruptions
-        reason = status.reason
+        reason, method = status.reason, status.method
         owner_gone = (
             status.owner_pid is not None
             and status.owner_host == host
@@ -107,11 +111,13 @@ def _row(folder: Path, host: str) -> RunRow | None:
         run_id=folder.name,
         app=request.app,
         function=request.function,
+        method=method,
         state=state,
         submitted_at=submitted,
         ended_at=ended,
         attempts=attempts,
         interruptions=interruptions,
+        resumed=resumed_attempts(folder),
         checkpoint_bytes=None if checkpoint is None else checkpoint.size,
         checkpoint_at=None if checkpoint is None else checkpoint.saved_at,
         dir=folder,

@@ -6,7 +6,9 @@ sees the old record or the new one and never a torn one:
 - ``status.json`` (:class:`RunStatus`): written by the runner when the run is created and at each
   change of state (attempt started, preemption counted, run closed or failed);
 - ``checkpoint.json`` (:class:`CheckpointRecord`): written by ``save_checkpoint`` inside a
-  container (it finds the run folder in :data:`RUN_DIR_ENV`).
+  container (it finds the run folder in :data:`RUN_DIR_ENV`);
+- ``attempts/N/resumed`` (empty, :data:`RESUMED_FILE`): made by ``load_checkpoint`` when attempt N
+  (2 or later) loaded a checkpoint, so a listing counts the attempts that resumed from one.
 
 Stored formats follow msgspec's evolution rules: new fields get defaults, nothing is reordered or
 retyped, so an older bladekit's runs stay readable. This module imports only msgspec and the
@@ -26,6 +28,7 @@ __all__ = [
     "ATTEMPT_ENV",
     "CALLER_PID_ENV",
     "CHECKPOINT_FILE",
+    "RESUMED_FILE",
     "RUN_DIR_ENV",
     "STATUS_FILE",
     "CheckpointRecord",
@@ -34,6 +37,8 @@ __all__ = [
     "read_checkpoint",
     "read_status",
     "record_checkpoint",
+    "record_resume",
+    "resumed_attempts",
     "write_status",
 ]
 
@@ -45,6 +50,7 @@ ATTEMPT_ENV: Final = "BLADEKIT_ATTEMPT"
 CALLER_PID_ENV: Final = "BLADEKIT_CALLER_PID"
 STATUS_FILE: Final = "status.json"
 CHECKPOINT_FILE: Final = "checkpoint.json"
+RESUMED_FILE: Final = "resumed"
 
 RunState = Literal["running", "done", "failed", "preempted-out"]
 
@@ -62,6 +68,8 @@ class RunStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     owner_host: str | None = None
     #: Why a failed run failed, in one sentence (stopped by its caller, out of preemptions).
     reason: str | None = None
+    #: The method of the run's last call, for a class (``fit`` of ``Trainer``); None: a function.
+    method: str | None = None
 
 
 class CheckpointRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -113,6 +121,27 @@ def record_checkpoint(path: Path, size: int, saved_at: float) -> None:
     )
     with contextlib.suppress(OSError):
         _replace(Path(run_dir) / CHECKPOINT_FILE, _encoder.encode(record))
+
+
+def record_resume() -> None:
+    """Tell this container's run that its attempt loaded a checkpoint; a no-op outside a
+    container and in attempt 1 (which starts a run; it never resumes one). Best effort."""
+    run_dir, attempt = os.environ.get(RUN_DIR_ENV), os.environ.get(ATTEMPT_ENV, "")
+    if not run_dir or not attempt.isdigit() or int(attempt) < 2:
+        return
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / "attempts" / attempt / RESUMED_FILE).touch()
+
+
+def resumed_attempts(run_dir: Path) -> int:
+    """How many of the run's attempts loaded a checkpoint (see :func:`record_resume`)."""
+    with contextlib.suppress(OSError):
+        return sum(
+            1
+            for entry in (run_dir / "attempts").iterdir()
+            if entry.name.isdigit() and int(entry.name) > 1 and (entry / RESUMED_FILE).exists()
+        )
+    return 0
 
 
 def read_checkpoint(run_dir: Path) -> CheckpointRecord | None:

@@ -252,6 +252,7 @@ class Run:
         self._waiting = False
         self._state: RunState = "running"
         self._reason: str | None = None
+        self._method: str | None = None  # the last call's method, for the listing
         self.submitted_at = time.time()
         self.ended_at: float | None = None
         self._record()
@@ -271,6 +272,7 @@ class Run:
             owner_pid=os.getpid(),
             owner_host=socket.gethostname(),
             reason=self._reason,
+            method=self._method,
         )
         with contextlib.suppress(OSError):
             write_status(self.dir, status)
@@ -296,6 +298,9 @@ class Run:
                     run_id=self.run_id,
                 )
             self._seq += 1
+            if method != self._method:
+                self._method = method
+                self._record()
             call = Call(seq=self._seq, method=method, args=tuple(args), kwargs=dict(kwargs))
             try:
                 frame = dump_frame(call)
