@@ -147,3 +147,27 @@ def test_errors_are_portal_core_classes() -> None:
     err = bladekit.PreemptedError(run_id="bk-1", details={"n": 1})
     assert (err.run_id, err.details, err.code) == ("bk-1", {"n": 1}, "PREEMPTED")
     assert bladekit.PreemptedError().details == {}
+
+
+@pytest.mark.parametrize(
+    ("source", "says", "way_out"),
+    [
+        ("async def fetch(n): return n", "an async def function", "asyncio.run(fetch(...))"),
+        ("def count(n):\n    yield n", "a generator function", "list(count(...))"),
+        ("async def stream(n):\n    yield n", "an async generator", "asyncio.run("),
+    ],
+)
+def test_async_and_generator_functions_are_refused_when_decorated(
+    source: str, says: str, way_out: str
+) -> None:
+    namespace: dict[str, object] = {}
+    exec(source, namespace)
+    (fn,) = [v for k, v in namespace.items() if k != "__builtins__"]
+    app = bladekit.app("plain-only")
+    with pytest.raises(bladekit.InvalidArgumentError) as info:
+        app.function()(fn)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert says in message and "bladekit runs plain functions" in message and way_out in message
+    assert app.registered == {}
+    with pytest.raises(bladekit.InvalidArgumentError, match=says):
+        app.method()(fn)  # type: ignore[arg-type]

@@ -126,6 +126,7 @@ class App:
                     "a class)",
                     details={"given": repr(fn)},
                 )
+            hooks.refuse_unless_plain(fn, "@app.function()")
             function = Function(self, fn, options)
             self.registered[function.name] = function
             return function

@@ -24,6 +24,7 @@ __all__ = [
     "is_method_definition",
     "method",
     "on_preempt",
+    "refuse_unless_plain",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -96,6 +97,32 @@ def _check_arity(fn: Callable[..., Any]) -> None:
         )
 
 
+def refuse_unless_plain(fn: Callable[..., Any], decorator: str) -> None:
+    """Refuse an ``async def`` or generator function: a container calls a plain function and
+    sends back the one value it returns, so these would fail only when called."""
+    name = getattr(fn, "__name__", "fn")
+    if inspect.isasyncgenfunction(fn):
+        kind = "an async generator"
+        how = (
+            f"collects its items: def {name}_all(...): return asyncio.run(collect({name}(...))), "
+            "with async def collect(items): return [x async for x in items]"
+        )
+    elif inspect.iscoroutinefunction(fn):
+        kind = "an async def function"
+        how = f"runs it: def {name}_sync(...): return asyncio.run({name}(...))"
+    elif inspect.isgeneratorfunction(fn):
+        kind = "a generator function (it yields)"
+        how = f"returns a list: def {name}_all(...): return list({name}(...))"
+    else:
+        return
+    raise InvalidArgumentError(
+        f"{decorator} was given {_callable_name(fn)}, {kind}: bladekit runs plain functions, "
+        "whose container sends back the one value they return. Decorate a plain function that "
+        f"{how}",
+        details={"given": _callable_name(fn), "decorator": decorator},
+    )
+
+
 def _marker(attr: str, decorator: str) -> Callable[[F], F]:
     def mark(fn: F) -> F:
         if isinstance(fn, type) or not callable(fn):
@@ -104,6 +131,7 @@ def _marker(attr: str, decorator: str) -> Callable[[F], F]:
                 "a def inside an @app.cls class",
                 details={"given": repr(fn)},
             )
+        refuse_unless_plain(fn, decorator)
         setattr(fn, attr, True)
         return fn
 
