@@ -154,6 +154,7 @@ def test_a_class_with_its_own_run_method(portal_home: Path) -> None:
         ([f"{APP}::add"], "needs a: give --a VALUE"),
         ([f"{APP}::add", "1", "--c", "2"], "has no parameter --c"),
         ([f"{APP}::add", "1", "2", "3"], "is one more"),
+        ([f"{APP}::add", "1", "--a", "100"], "a is given twice: the word '1' fills it"),
     ],
 )
 def test_bad_commands_say_what_and_how_to_fix(

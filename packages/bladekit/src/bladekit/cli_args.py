@@ -190,10 +190,20 @@ def parse(
         if not has_value:
             value, i = _next_value(words, i, key, where)
         values[param.name] = _convert(param.name, value, annotation, where)
-    free = [p for p in positional if p.name not in values]
+    # Words fill the positional parameters in order, as in Python: one also named by an option
+    # is given twice (f(1, a=100) is a TypeError), never silently the next one.
+    free = list(positional)
     for word in loose:
         if free:
             param = free.pop(0)
+            if param.name in values:
+                order = ", ".join(p.name for p in positional)
+                raise InvalidArgumentError(
+                    f"{where}: {param.name} is given twice: the word {word!r} fills it (words "
+                    f"fill {order} in order) and --{param.name.replace('_', '-')} names it too. "
+                    "Give each parameter once, as a word or by name",
+                    details={"parameter": param.name},
+                )
             values[param.name] = _convert(
                 param.name, word, hints.get(param.name, param.annotation), where
             )
