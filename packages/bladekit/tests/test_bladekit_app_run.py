@@ -87,3 +87,12 @@ def test_a_plain_run_attribute_of_the_class_is_not_shadowed() -> None:
 def test_run_of_refuses_other_things() -> None:
     with pytest.raises(bladekit.InvalidArgumentError, match=r"instance of an @app\.cls"):
         bladekit.run_of(object())  # type: ignore[arg-type]
+
+
+def test_get_with_a_timeout_says_what_did_not_finish() -> None:
+    with apps.app.run():
+        call = apps.nap.spawn(5)
+        with pytest.raises(TimeoutError) as info:
+            call.get(timeout=0.2)
+        assert f"run {call.run.run_id} of nap did not finish within 0.2 s" in str(info.value)
+        assert not call.done()

@@ -145,6 +145,7 @@ def test_a_class_with_its_own_run_method(portal_home: Path) -> None:
     ("words", "says"),
     [
         (["missing.py::f"], "missing.py: no such file"),
+        (["::add"], "names no file before '::'"),
         ([f"{APP}"], "name it as"),
         ([f"{APP}::trian"], "has no 'trian'"),
         ([f"{APP}::Trainer"], "is a class: name one of its remote methods"),

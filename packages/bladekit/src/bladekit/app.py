@@ -457,8 +457,19 @@ class FunctionCall(Generic[R]):
             self._future.set_result(value)
 
     def get(self, timeout: float | None = None) -> R:
-        """The result (or the call's exception), waiting up to ``timeout`` seconds."""
-        return self._future.result(timeout)
+        """The result (or the call's exception), waiting up to ``timeout`` seconds.
+
+        Raises :class:`TimeoutError` when it is not done by then; the call goes on running.
+        """
+        try:
+            return self._future.result(timeout)
+        except TimeoutError:
+            if self._future.done():  # the call's own TimeoutError: its outcome, as it is
+                raise
+            raise TimeoutError(
+                f"run {self.run.run_id} of {self.run.name} did not finish within {timeout:g} s: "
+                "it goes on running; call .get() again to wait longer (or without a timeout)"
+            ) from None
 
     def done(self) -> bool:
         return self._future.done()

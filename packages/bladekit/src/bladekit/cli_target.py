@@ -35,6 +35,12 @@ def _error(message: str, **details: Any) -> InvalidArgumentError:
 
 def load_module(file: str) -> Any:
     """Import ``file`` as a module named after it; every failure is a one-paragraph error."""
+    if not file.strip():
+        raise _error(
+            "FILE::FUNCTION names no file before '::': give the path of a Python file that "
+            "defines a bladekit app, e.g. bladekit run train.py::train",
+            file=file,
+        )
     path = Path(file).expanduser()
     if not path.exists():
         raise _error(
