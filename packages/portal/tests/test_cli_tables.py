@@ -190,6 +190,8 @@ def test_a_failed_job_says_why_and_the_way_on(portal: PortalCli) -> None:
     assert portal("run", "--name", "bad", "bad.py", "a b").returncode == 1
     status = json.loads(portal("status", "bad", "--json").stdout)
     assert status["state"] == "failed" and status["error"] == "RuntimeError: boom: step 3"
+    (row,) = [r for r in json.loads(portal("jobs", "--json").stdout) if r["name"] == "bad"]
+    assert row["error"] == status["error"]
     assert "error     RuntimeError: boom: step 3" in portal("status", "bad").stdout
     resumed = portal("resume", "bad")
     assert resumed.returncode == 64

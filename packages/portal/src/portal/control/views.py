@@ -271,6 +271,7 @@ class JobViews:
             "machine": attempts[-1].machine if attempts else None,
             "last_checkpoint": _last_recorded(events),
             "carry": _carry_word(carry),
+            "error": self._failure_line(job, attempts),
             "source": "portal",
         }
 
