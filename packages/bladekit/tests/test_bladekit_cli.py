@@ -146,7 +146,7 @@ def test_a_class_with_its_own_run_method(portal_home: Path) -> None:
     [
         (["missing.py::f"], "missing.py: no such file"),
         (["::add"], "names no file before '::'"),
-        ([f"{APP}"], "name it as"),
+        ([f"{APP}"], "no local entrypoint, and FILE alone runs the local entrypoint"),
         ([f"{APP}::trian"], "has no 'trian'"),
         ([f"{APP}::Trainer"], "is a class: name one of its remote methods"),
         ([f"{APP}::Trainer.nope"], "has no remote method 'nope'"),
@@ -350,3 +350,27 @@ def test_preempting_a_reserved_run_says_so_once(portal_home: Path, tmp_path: Pat
     message = said_once(done, "never preempted")
     assert "nothing was sent" in message
     assert (process.returncode, out) == (0, "rested\n")
+
+
+ENTRY_APP = Path(__file__).parent / "scripts" / "entry_app.py"
+
+
+def test_file_alone_runs_its_local_entrypoint_here(portal_home: Path) -> None:
+    """``bladekit run FILE`` calls the app's ``@app.local_entrypoint()`` in this process, with
+    the command line's words as its arguments; its calls to app functions start runs."""
+    done = bladekit("run", str(ENTRY_APP), "--n", "4", home=portal_home)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "squares [0, 1, 4, 9]\n14\n"
+    assert f"bladekit: running {ENTRY_APP}::main here" in done.stderr
+    assert [r.function for r in runs(portal_home)] == ["square"] * 4
+    assert all(r.state == "done" for r in runs(portal_home))
+
+
+def test_a_local_entrypoint_that_raises_says_where(portal_home: Path) -> None:
+    done = bladekit("run", f"{ENTRY_APP}::main", "2", "--fail", home=portal_home)
+    assert done.returncode == 1, done.stderr
+    error = one_paragraph_error(done)
+    assert error.startswith(
+        f"bladekit: {ENTRY_APP}::main raised ValueError: stopped at n=2 (at {ENTRY_APP}:"
+    ), error
+    assert done.stdout == "squares [0, 1]\n"

@@ -16,6 +16,8 @@ so it can never hide a method of the user's class, whatever its name.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import threading
 import warnings
 import weakref
@@ -59,6 +61,8 @@ class App:
             )
         self.name = name
         self.registered: dict[str, Function[Any, Any] | Cls[Any]] = {}
+        #: ``@app.local_entrypoint()`` functions, by name: what ``bladekit run FILE`` starts.
+        self.entrypoints: dict[str, LocalEntrypoint[Any, Any]] = {}
         self._on_preempt: Callable[..., Any] | None = None
         self._session: list[Run] | None = None  # runs started inside ``with app.run():``
         self._session_lock = threading.Lock()
@@ -165,6 +169,25 @@ class App:
 
         return wrap
 
+    def local_entrypoint(self) -> Callable[[Callable[P, R]], LocalEntrypoint[P, R]]:
+        """``@app.local_entrypoint()``: a function that runs here, on the caller's machine, as
+        Modal's does. ``bladekit run FILE`` (or ``FILE::NAME``) calls it inside ``with
+        app.run():`` with the command line's words as its arguments (by its signature, as for an
+        app function), so it can start remote calls, print, and write local files; calling it
+        from Python just calls it. An ``async def`` one is run with :func:`asyncio.run`."""
+
+        def wrap(fn: Callable[P, R]) -> LocalEntrypoint[P, R]:
+            if isinstance(fn, type) or not callable(fn):
+                raise InvalidArgumentError(
+                    f"@app.local_entrypoint() was given {fn!r}: put it above a def",
+                    details={"given": repr(fn)},
+                )
+            entry = LocalEntrypoint(self, fn)
+            self.entrypoints[entry.name] = entry
+            return entry
+
+        return wrap
+
     def on_preempt(self, fn: F) -> F:
         """``@bladekit.on_preempt``, registered with this app (one free callback per app)."""
         hooks.on_preempt(fn)
@@ -204,6 +227,26 @@ class App:
 
     def __repr__(self) -> str:
         return f"bladekit.app({self.name!r})"
+
+
+class LocalEntrypoint(Generic[P, R]):
+    """A function of the app that runs on the caller's machine (``@app.local_entrypoint()``)."""
+
+    def __init__(self, app: App, fn: Callable[P, R]) -> None:
+        self.app = app
+        self.raw = fn
+        self.name = fn.__qualname__
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        if inspect.iscoroutinefunction(self.raw):
+            import asyncio
+
+            return asyncio.run(self.raw(*args, **kwargs))  # type: ignore[no-any-return]
+        return self.raw(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<bladekit local entrypoint {self.app.name}.{self.name}>"
 
 
 class Function(Generic[P, R]):

@@ -107,7 +107,8 @@ def _run(target_text: str | None, words: list[str]) -> int:
         sys.stdout.write(
             "usage: bladekit run FILE::FUNCTION [ARGS...]\n\n"
             "Run an app function (or FILE::Class.method) in a container and print its result.\n"
-            "FILE alone runs its only function. `bladekit run FILE::FUNCTION --help` lists the\n"
+            "FILE alone runs its local entrypoint (@app.local_entrypoint(), here, as `modal run`\n"
+            "does), else its only function. `bladekit run FILE::FUNCTION --help` lists the\n"
             "function's parameters.\n"
         )
         return 0 if target_text else USAGE_ERROR
@@ -132,14 +133,23 @@ def _run(target_text: str | None, words: list[str]) -> int:
 
 
 def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
-    from bladekit.app import Cls, run_of
+    from bladekit.app import Cls, LocalEntrypoint, run_of
     from bladekit.errors import PortalError, RemoteError, RunError
 
     app = target.obj.app
     run = None
+    here = isinstance(target.obj, LocalEntrypoint)
     try:
         with app.run():
-            if isinstance(target.obj, Cls):
+            if here:  # Modal's local entrypoint: runs in this process; its calls start runs
+                print(
+                    f"bladekit: running {target.label} here (each call it makes to an app "
+                    "function starts a run of its own)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                value = target.obj(*args, **kwargs)
+            elif isinstance(target.obj, Cls):
                 try:
                     instance = target.obj()
                 except Exception as exc:  # pragma: no cover - Cls() only stores the arguments
@@ -147,21 +157,26 @@ def _call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
                 run = run_of(instance)
             else:
                 run = target.obj.new_run()
-            print(
-                f"bladekit: running {target.label} as run {run.run_id} (files: {run.dir})",
-                file=sys.stderr,
-                flush=True,
-            )
-            try:
-                value = run.call(target.method, args, kwargs)
-            finally:
-                run.close()
+            if run is not None:
+                print(
+                    f"bladekit: running {target.label} as run {run.run_id} (files: {run.dir})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                try:
+                    value = run.call(target.method, args, kwargs)
+                finally:
+                    run.close()
     except KeyboardInterrupt:
+        what = (
+            f"{target.label}, and the runs it started,"
+            if here
+            else (f"run {run.run_id if run else '(not started)'} of {target.label}")
+        )
         _fail(
             INTERRUPTED,
-            f"interrupted: run {run.run_id if run else '(not started)'} of {target.label} was "
-            "stopped. Run the command again to start over (a function that loads its "
-            "checkpoint resumes from it)",
+            f"interrupted: {what} was stopped. Run the command again to start over (a function "
+            "that loads its checkpoint resumes from it)",
         )
     except RunError as exc:
         _fail(
@@ -202,10 +217,20 @@ def _user_failure(label: str, exc: BaseException, run: Any) -> str:
             saved = f" Its traceback is in {path}."
         except OSError:
             pass
+    where = f"run {run.run_id}" if run is not None else _where_raised(exc)
     return (
-        f"{label} raised {text} (run {run.run_id if run else '?'}). That is the function's own "
+        f"{label} raised {text} ({where}). That is the function's own "
         f"error, not bladekit's: fix the function or its arguments and run again.{saved}"
     )
+
+
+def _where_raised(exc: BaseException) -> str:
+    """Where an exception raised in this process came from: its innermost frame's file and
+    line (a local entrypoint's own code, or bladekit's when it re-raised a run's)."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f"at {frames[-1].filename}:{frames[-1].lineno}" if frames else "here"
 
 
 def _preempt(run_id: str, seconds: float) -> int:

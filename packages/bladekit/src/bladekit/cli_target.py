@@ -22,10 +22,11 @@ __all__ = ["Target", "find", "load_module"]
 
 @dataclass(frozen=True)
 class Target:
-    """What ``FILE::NAME`` named: a Function, or a Cls and one of its remote methods."""
+    """What ``FILE::NAME`` named: a Function, a Cls and one of its remote methods, or a local
+    entrypoint (which runs here)."""
 
     label: str  # "train.py::Trainer.fit", for messages
-    obj: Any  # bladekit.Function | bladekit.Cls
+    obj: Any  # bladekit.Function | bladekit.Cls | bladekit.LocalEntrypoint
     method: str | None = None
 
 
@@ -103,12 +104,18 @@ def _where(exc: BaseException, path: Path) -> str:
     return f" at line {frames[-1].lineno}" if frames else ""
 
 
+def _entrypoints(module: Any) -> list[str]:
+    from bladekit.app import LocalEntrypoint
+
+    return sorted(key for key, value in vars(module).items() if isinstance(value, LocalEntrypoint))
+
+
 def _available(module: Any) -> list[str]:
-    from bladekit.app import Cls, Function
+    from bladekit.app import Cls, Function, LocalEntrypoint
 
     names: list[str] = []
     for key, value in vars(module).items():
-        if isinstance(value, Function):
+        if isinstance(value, Function | LocalEntrypoint):
             names.append(key)
         elif isinstance(value, Cls):
             names.extend(f"{key}.{m}" for m in value.methods)
@@ -116,18 +123,29 @@ def _available(module: Any) -> list[str]:
 
 
 def find(module: Any, file: str, name: str | None) -> Target:
-    """The function ``name`` (``fn`` or ``Class.method``) of ``module``; ``None``: the only one."""
-    from bladekit.app import Cls, Function
+    """The function ``name`` (``fn``, ``Class.method`` or a local entrypoint) of ``module``;
+    ``None``: its local entrypoint, as ``modal run FILE`` starts it, else its only function."""
+    from bladekit.app import Cls, Function, LocalEntrypoint
 
     available = _available(module)
     listed = ", ".join(available) or "none (decorate one with @app.function() or @app.cls())"
     if name is None:
-        if len(available) == 1:
+        entrypoints = _entrypoints(module)
+        if len(entrypoints) == 1:
+            name = entrypoints[0]
+        elif entrypoints:
+            raise _error(
+                f"{file} defines {len(entrypoints)} local entrypoints, and FILE alone runs the "
+                f"only one: name it as {file}::NAME (one of: {', '.join(entrypoints)})",
+                file=file,
+            )
+        elif len(available) == 1:
             name = available[0]
         else:
             raise _error(
-                f"{file} defines {len(available)} bladekit functions, and FILE alone runs the "
-                f"only one: name it as {file}::FUNCTION (one of: {listed})",
+                f"{file} defines {len(available)} bladekit functions and no local entrypoint, "
+                "and FILE alone runs the local entrypoint (@app.local_entrypoint()) or the only "
+                f"function: name one as {file}::FUNCTION (one of: {listed})",
                 file=file,
             )
     if not name:
@@ -142,6 +160,10 @@ def find(module: Any, file: str, name: str | None) -> Target:
             file=file,
             name=name,
         )
+    if isinstance(found, LocalEntrypoint):
+        if method:
+            raise _error(f"{label}: {head} is a local entrypoint: write {file}::{head}")
+        return Target(label=label, obj=found)
     if isinstance(found, Function):
         if method:
             raise _error(f"{label}: {head} is a function, not a class: write {file}::{head}")
