@@ -225,6 +225,9 @@ function appendLog(log, text) {
   log.node.removeAttribute("data-empty");
   const parts = (log.pending + text).split("\n");
   log.pending = parts.pop(); // the line not ended yet: shown, and redrawn as it grows
+  // A bar that never ends its line (hours of frames) keeps only its last frame, not them all.
+  const cut = log.pending.slice(0, -1).lastIndexOf("\r");
+  if (cut > 0) log.pending = log.pending.slice(cut);
   if (parts.length) log.line.before(parts.map(lastFrame).join("\n") + "\n");
   log.line.textContent = lastFrame(log.pending);
 }
