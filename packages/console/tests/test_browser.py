@@ -100,3 +100,29 @@ def test_an_unknown_job_says_how_to_find_one(console_url: str, page: Any) -> Non
     expect(page.locator("#error")).to_have_text(
         "no job 'nope': give a job id (j-...) or a job's name; `portal jobs` lists them"
     )
+
+
+def test_a_long_log_opens_at_its_end_as_a_terminal_shows_it(
+    portal: PortalCli, console_url: str, page: Any
+) -> None:
+    """A failed job with more output than the first read: the page shows its last lines (a
+    progress bar's last frame, no colour codes), says how much came before, and says why the
+    job failed in the banner."""
+    from playwright.sync_api import expect
+
+    run = portal("run", "--name", "long", "long_output.py")
+    assert run.returncode == 1, run.stderr
+    page.goto(f"{console_url}/jobs/long")
+
+    expect(page.locator("#banner h2")).to_have_text("Failed")
+    expect(page.locator("#banner-text")).to_have_text("Failed (exit code 1): loss is nan at step 7")
+    expect(overview_row(page, "Error")).to_have_text("loss is nan at step 7")
+    stdout = page.locator('#attempt-1 pre[data-stream="stdout"]')
+    expect(stdout).to_contain_text("line 07999 of the warm-up\ntraining: 100%\ndiverged at step 7")
+    text = stdout.inner_text()
+    assert "\x1b" not in text and "training:   0%" not in text
+    assert "line 00000 " not in text  # left out, and said so:
+    expect(page.locator("#attempt-1 p[data-earlier]")).to_contain_text(
+        "kB of earlier stdout not shown: `portal logs "
+    )
+    screenshot(page, "run-page-failed-long-log")
