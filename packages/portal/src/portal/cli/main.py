@@ -322,8 +322,8 @@ def _server_main(argv: list[str]) -> int:
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line, read; a flag the command does not take is refused with that command's
-    usage (``portal jobs --bogus`` shows ``portal jobs``'s, not ``portal``'s), so the way out is
-    on the screen."""
+    usage (a misspelt flag of ``portal jobs`` shows that command's usage, not ``portal``'s), so the
+    way out is on the screen."""
     options, extras = parser.parse_known_args(argv)
     if extras:
         _command_parser(parser, options).error(f"unrecognized arguments: {' '.join(extras)}")
