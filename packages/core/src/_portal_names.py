@@ -80,12 +80,15 @@ def _portal_distribution() -> str:
 def foreign_packages() -> list[str]:
     """One sentence per import name another project has taken from Portal (none: ``[]``)."""
     problems: list[str] = []
-    for name, ours, foreign in (
-        ("portal", _portal_distribution(), portal_is_foreign),
-        ("bladekit", "portal-bladekit", _bladekit_is_foreign),
+    # Ours is named only once something is wrong: the lookup imports importlib.metadata, which
+    # every start would otherwise pay for.
+    for name, which_is_ours, foreign in (
+        ("portal", _portal_distribution, portal_is_foreign),
+        ("bladekit", lambda: "portal-bladekit", _bladekit_is_foreign),
     ):
         if not foreign():
             continue
+        ours = which_is_ours()
         owners = _owners(name)
         where = importlib.util.find_spec(name)
         origin = where.origin if where is not None else "?"

@@ -151,7 +151,7 @@ class Cli:
         if job.state in ended and options.checkpoint:
             resumable.append(job.state)  # a checkpoint the user names: their choice, said below
         elif job.state not in resumable:
-            recorded = self.views.status(job, recorded_only=True)["last_checkpoint"]
+            recorded = self.views.recorded_checkpoint(job)
             raise _not_resumable(
                 job.id, job.state, options.job, checkpointed=recorded is not None, job=job
             )
@@ -576,7 +576,7 @@ class Cli:
                 exit_code=None,
             )
         self.plane.set_state(job.id, JobState.CANCELLED)
-        kept = self.views.status(job, recorded_only=True)["last_checkpoint"] is not None
+        kept = self.views.recorded_checkpoint(job) is not None
         said = "its checkpoints are kept" if kept else "it had no checkpoint"
         self.plane.record(job.id, "cancelled", f"cancelled by the user; {said}")
         note(f"job {job.id} cancelled ({said})")

@@ -13,6 +13,7 @@ import codecs
 import contextlib
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from portal.control import silence
@@ -236,6 +237,11 @@ class JobViews:
         said = [line.strip() for line in lines if line.strip()]
         return said[-1][:_FAILURE_LINE] if said else None
 
+    def recorded_checkpoint(self, job: Job) -> dict[str, Any] | None:
+        """The last checkpoint the control plane recorded as stored (``id``, ``bytes``,
+        ``created_at``), or None: whether a job has any to resume from, without the store."""
+        return _last_recorded([e for _, e in self.plane.store.events(job.id)])
+
     # --- jobs -----------------------------------------------------------------------------------
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -387,11 +393,7 @@ class JobViews:
                 "or more bytes"
             )
         path = self.plane.paths(job.id).attempt(attempt) / stream
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return "", offset
-        end = size if kept is None else min(size, kept)
+        end = _log_end(path, kept)
         if offset >= end:  # nothing there yet (or past what is kept): ask again from here
             return "", offset
         limit = min(limit, end - offset)  # never more than the file holds, however much asked
@@ -422,11 +424,7 @@ class JobViews:
         reader that opens a long log at its end (the console) shows whole lines, and says that
         earlier output is left out when this is above 0."""
         path = self.plane.paths(job.id).attempt(attempt) / stream
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            return 0
-        end = size if kept is None else min(size, kept)
+        end = _log_end(path, kept)
         start = max(0, end - max(1, tail))
         if start == 0:
             return 0
@@ -468,6 +466,16 @@ class JobViews:
                 entry["note"] = why
             result.append(entry)
         return result
+
+
+def _log_end(path: Path, kept: int | None) -> int:
+    """Where a log's readable bytes end: its size (0 before it exists), or ``kept`` when a later
+    attempt did the rest again."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    return size if kept is None else min(size, kept)
 
 
 def job_row_words(row: dict[str, Any], now: float) -> dict[str, str]:
