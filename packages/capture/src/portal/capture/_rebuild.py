@@ -4,6 +4,7 @@ format: rename none of them (old checkpoints name them)."""
 from __future__ import annotations
 
 import builtins
+import importlib
 import marshal
 import sys
 import types
@@ -47,8 +48,13 @@ def user_module(name: str) -> types.ModuleType:
 
 
 def module_namespace(name: str) -> dict[str, Any]:
-    """The namespace of a user module (or ``__main__``) of the resumed process."""
-    return sys.modules[name].__dict__
+    """The namespace of a user module (or ``__main__``) of the resumed process, or of a library
+    module a carried frame or generator runs in (imported if the replay of the program's imports
+    did not)."""
+    module = sys.modules.get(name)
+    if module is None:
+        module = importlib.import_module(name)
+    return module.__dict__
 
 
 def set_global(namespace: dict[str, Any], name: str, value: Any) -> None:
@@ -99,6 +105,20 @@ def set_slot(obj: Any, owner: type, name: str, value: Any) -> None:
 def steps_done(obj: Any, steps: list[None]) -> None:
     """The state setter of a progressively loaded object: each step set its attribute as it
     loaded, so nothing is left to do."""
+
+
+def shared_dict_instance(cls: type, name: str) -> Any:
+    """An instance of ``cls`` whose ``__dict__`` is the class's dict ``name`` in this process
+    (a "Borg" state shared by every instance; see the pickler's ``_reduce_maybe_shared``)."""
+    obj = cls.__new__(cls)
+    obj.__dict__ = getattr(cls, name)
+    return obj
+
+
+def set_shared_dict_state(obj: Any, state: dict[str, Any]) -> None:
+    """The carried contents of a shared class dict, into the one the instance shares."""
+    if obj.__dict__ is not state:
+        obj.__dict__.update(state)
 
 
 def load_code(data: bytes) -> types.CodeType:

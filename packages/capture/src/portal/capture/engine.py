@@ -36,6 +36,7 @@ from portal.capture.problems import Problem, where
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import (
     CaptureContext,
+    PORTAL_AT_WORK,
     check_position,
     outermost_obstacle,
     take_snapshot,
@@ -222,7 +223,7 @@ class Engine:
         self._capturing = False
         self._in_callback = False
         self._main = threading.main_thread().ident
-        self._events = LineEvents(context.user_code.is_user_code, self._on_line)
+        self._events = LineEvents(context.has_safe_points, self._on_line)
         self._backoff = _BACKOFF_FIRST
         self._next_try = 0.0
         self._ready: Callable[[], bool] | None = None  # a WaitForSafePoint's "try again now"
@@ -417,7 +418,7 @@ class Engine:
         if outermost_obstacle(frame, self.context) is None:
             return  # no obstacle, or the script is not running yet
         position = check_position(frame, self.context)
-        if isinstance(position, Problem):
+        if isinstance(position, Problem) and position.type_name != PORTAL_AT_WORK:
             self._defer([position])
             self._listen_outside_obstacle(frame)
 
@@ -488,6 +489,8 @@ class Engine:
         if not wanted.due(self._clock()):
             return
         position = check_position(frame, self.context)
+        if isinstance(position, Problem) and position.type_name == PORTAL_AT_WORK:
+            return  # a library line Portal's own code ran: the program is not here
         if isinstance(position, Problem):  # cheap to check again: at the next line
             self._probe_waits(wanted, [position], back_off=False)
             self._listen_outside_obstacle(frame)
@@ -709,6 +712,8 @@ class Engine:
             return
         self._ready = None
         position = check_position(frame, self.context)
+        if isinstance(position, Problem) and position.type_name == PORTAL_AT_WORK:
+            return  # a library line Portal's own code ran: the program is not here
         if isinstance(position, Problem):
             self._defer([position])
             self._listen_outside_obstacle(frame)

@@ -13,6 +13,7 @@ __all__ = [
     "CheckpointRestoreError",
     "CheckpointUnreadableError",
     "DebugBuildError",
+    "LibraryMismatchError",
     "PythonVersionMismatchError",
     "UnsupportedInterpreterError",
 ]
@@ -34,6 +35,15 @@ class PythonVersionMismatchError(CapturePortalError):
     """The checkpoint was written by another Python minor version (bytecode differs)."""
 
     code: ClassVar[str] = "CAPTURE_PYTHON_VERSION_MISMATCH"
+
+
+class LibraryMismatchError(CapturePortalError):
+    """The checkpoint was paused inside a library's code (a framework's training loop, say)
+    that is installed differently here: its frames continue at positions in that code, so the
+    same version must be installed. ``details``: ``module``, ``qualname``, ``distribution``,
+    ``checkpoint_version``, ``installed_version``."""
+
+    code: ClassVar[str] = "CAPTURE_LIBRARY_MISMATCH"
 
 
 class CheckpointFormatTooNewError(CapturePortalError):

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ctypes
 import dis
+import functools
 import sys
 from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Final, NamedTuple
 
 from portal.capture import stackdepth
-from portal.capture.codegen import NULL
+from portal.capture.codegen import NULL, cache_entries
 
 __all__ = [
     "LAYOUT",
@@ -26,6 +27,7 @@ __all__ = [
     "continuation_offset",
     "direct_caller",
     "forwarded_call_depth",
+    "forwarded_continuation",
     "local_slot_count",
     "read_slots_and_stack",
     "slot_address",
@@ -57,6 +59,9 @@ _LAYOUTS: Final = {
 _F_FRAME: Final = 24  # PyFrameObject.f_frame
 _FRAME_OWNED_BY_CSTACK: Final = 3  # 3.12+: the shim frame of an eval loop entered from C
 _CALL_FUNCTION_EX: Final = dis.opmap["CALL_FUNCTION_EX"]
+_CALL_KW: Final = dis.opmap.get("CALL_KW", -1)  # 3.13: a call with keyword arguments
+_CALLS: Final = frozenset(op for op in (dis.opmap["CALL"], _CALL_KW) if op >= 0)
+_EXTENDED_ARG: Final = dis.opmap["EXTENDED_ARG"]
 _PTR: Final = ctypes.sizeof(ctypes.c_void_p)
 
 LAYOUT: Final = _LAYOUTS.get(sys.version_info[:2])
@@ -118,9 +123,9 @@ def direct_caller(callee: FrameType, caller: FrameType) -> bool:
 
 def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     """For a call through C that only forwards a call: ``caller`` waits at ``CALL_FUNCTION_EX``
-    (``f(*args, **kwargs)``) whose callable is ``callee``'s function or a method bound to it, and
-    the interpreter entered ``callee`` from that instruction through ``PyObject_Call``, which
-    holds no state of its own. The depth of ``caller``'s value stack below the call's operands
+    (``f(*args, **kwargs)``) whose callable is ``callee``'s function or a method bound to it, or
+    at a plain call of a ``functools.partial`` of it, and the interpreter entered ``callee`` from
+    that instruction through C that holds no state of its own. The depth of ``caller``'s value stack below the call's operands
     (the stack it continues with, the return value on top), or None for any other call.
 
     3.11 makes every ``f(*args)`` such a call, 3.12 and 3.13 ``obj.method(*args)``; inside one,
@@ -132,7 +137,18 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     code = caller.f_code
     lasti = caller.f_lasti
     raw = code.co_code
-    if not 0 <= lasti < len(raw) or raw[lasti] != _CALL_FUNCTION_EX:
+    if not 0 <= lasti < len(raw):
+        return None
+    op = raw[lasti]
+    if op == _CALL_FUNCTION_EX:
+        operands = 3 + (raw[lasti + 1] & 1)  # callable, NULL, positional tuple, keyword dict
+        calls = _calls_code
+    elif op in _CALLS and (lasti < 2 or raw[lasti - 2] != _EXTENDED_ARG):
+        # callable and NULL (or self), the arguments, 3.13's keyword names; on 3.11 the
+        # bytecode's stack effects count the arguments as taken by the PRECALL before it.
+        operands = 2 + (0 if LAYOUT is _LAYOUTS[(3, 11)] else raw[lasti + 1] + (op == _CALL_KW))
+        calls = _partial_calls_code
+    else:
         return None
     inner = _iframe(callee)
     outer = _iframe(caller)
@@ -148,7 +164,6 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
         if (ctypes.c_void_p.from_address(previous + layout.previous).value or 0) != outer:
             return None
     depth = stackdepth.depth_before(code, lasti)
-    operands = 3 + (raw[lasti + 1] & 1)  # callable, NULL, positional tuple, keyword dict
     nslots = local_slot_count(code)
     if depth is None or not operands <= depth <= code.co_stacksize:
         return None
@@ -159,15 +174,32 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
         return None
     address = pair[0] or pair[1]
     assert address is not None
-    if not _calls_code(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
+    if not calls(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
         return None
     return below
+
+
+def forwarded_continuation(frame: FrameType) -> int:
+    """Where a frame waiting on a forwarded call (:func:`forwarded_call_depth`) continues: the
+    instruction after the call and its cache entries (its ``f_lasti`` is the call itself)."""
+    lasti = frame.f_lasti
+    op = frame.f_code.co_code[lasti]
+    caches = 0 if op == _CALL_FUNCTION_EX else cache_entries(dis.opname[op])
+    return lasti + 2 + 2 * caches
 
 
 def _calls_code(target: object, code: CodeType) -> bool:
     if isinstance(target, MethodType):
         target = target.__func__
     return isinstance(target, FunctionType) and target.__code__ is code
+
+
+def _partial_calls_code(target: object, code: CodeType) -> bool:
+    """A ``functools.partial`` (exactly; a subclass may add a ``__call__``) of the function (or
+    a method bound to it) whose code ``code`` is: C that only merges the stored arguments with
+    the call's and returns what the function returns (``find_executable_batch_size`` wraps
+    Hugging Face's training loop in one)."""
+    return type(target) is functools.partial and _calls_code(target.func, code)
 
 
 def continuation_offset(frame: FrameType, *, innermost: bool) -> int:

@@ -19,9 +19,12 @@ A generator travels in one of three states:
   function with them (its code is the original, so it can be carried again as it is);
 * **finished** (exhausted or closed): an exhausted generator of the same name.
 
-Only generators whose frame runs in a user namespace (the script or one of its modules) are
-carried this way; a library's generator partway through is named and refused, since its code
-is not ours to rebuild. A generator that is running is part of the paused chain, where
+Generators of the user's code and of installed libraries are carried this way (a framework's
+``DataLoaderShard.__iter__``, a ``@contextmanager`` of a library the loop is inside): a
+library's runs in its module's namespace, which the new machine imports, and its code is named in
+the checkpoint's header so the resume refuses a library that changed
+(:mod:`portal.capture.libraries`). A generator whose globals are no module's namespace (made by
+``exec`` with a dict of its own) is named and refused. A generator that is running is part of the paused chain, where
 :func:`portal.capture.snapshot.check_position` defers the pause. Identity is pickle's: a
 generator reached twice is one generator after the resume.
 
@@ -41,6 +44,7 @@ from portal.capture.restoring import RESUMED_CODE, ResumedInfo
 
 __all__ = [
     "created_generator",
+    "original_code",
     "finished_generator",
     "reduce_generator",
     "suspended_generator",
@@ -61,8 +65,8 @@ def reduce_generator(
     if namespace is None:
         raise TypeError(
             f"cannot pickle 'generator' object: {gen.__qualname__} of "
-            f"{frame.f_globals.get('__name__', '?')} is a library's generator partway through "
-            "(only generators of the script and its own modules are carried)"
+            f"{frame.f_globals.get('__name__', '?')} runs with globals that are no module's "
+            "namespace (exec with a dict of its own)"
         )
     if gen.gi_running:
         raise TypeError(f"cannot pickle 'generator' object: {gen.__qualname__} is running")
@@ -87,6 +91,14 @@ def reduce_generator(
         suspended_generator,
         (code, namespace_ref(namespace), gen.__name__, gen.__qualname__, slots, stack, yield_at),
     )
+
+
+def original_code(gen: types.GeneratorType[Any, Any, Any]) -> types.CodeType:
+    """The code ``gen`` was made from: for a generator rebuilt by an earlier resume, the
+    original code its resumed code stands for."""
+    code = gen.gi_code
+    info = RESUMED_CODE.get(id(code))
+    return info.original if info is not None and info.code is code else code
 
 
 def _function(

@@ -56,6 +56,7 @@ __all__ = [
     "Header",
     "ImageLayout",
     "InterpreterInfo",
+    "LibraryCode",
     "ModuleRef",
     "ProblemRecord",
     "check_interpreter",
@@ -109,6 +110,19 @@ class ModuleRef(msgspec.Struct, frozen=True, kw_only=True):
     file: str | None = None
 
 
+class LibraryCode(msgspec.Struct, frozen=True, kw_only=True):
+    """A library's function (or generator) a checkpoint carries a frame of: the resume refuses
+    to continue it unless the installed module has the same code (portal.capture.libraries)."""
+
+    module: str
+    qualname: str
+    firstlineno: int
+    file: str  # the source file's name, for messages
+    distribution: str  # "Python" for the standard library, "?" for none found
+    version: str
+    digest: str
+
+
 class Header(msgspec.Struct, frozen=True, kw_only=True):
     """Everything about a checkpoint but its state."""
 
@@ -132,6 +146,8 @@ class Header(msgspec.Struct, frozen=True, kw_only=True):
     #: A multi-process job's checkpoint set: its number of ranks, each part one buffer in rank
     #: order, the manifest the state section (see ``portal.runtime.group``); 0 for one process.
     ranks: int = 0
+    #: Library code whose frames or generators the state carries (checked before it loads).
+    libraries: list[LibraryCode] = msgspec.field(default_factory=list)
 
 
 class _VersionProbe(msgspec.Struct):

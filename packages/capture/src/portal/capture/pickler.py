@@ -30,12 +30,12 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, caches, deepgraph, generators, progressive, rawstate
+from portal.capture import _rebuild, caches, deepgraph, generators, libraries, progressive, rawstate
 from portal.capture.staged import Buffer, staged_in
 
 __all__ = [
@@ -161,6 +161,10 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         # A graph too deep for the plain pickle: plain instances' builds deferred (deepgraph).
         self._deep = deepgraph.DeferredBuilds(self.dispatch_table) if deep else None
         self._places = places or progressive.GlobalPlaces()
+        #: Library namespaces by ``id`` (made at the first library generator met).
+        self._libraries: dict[int, str] | None = None
+        #: The library code objects carried (generators'), each with its module's name.
+        self.library_code: list[tuple[types.CodeType, str]] = []
 
     # -- dispatch ---------------------------------------------------------------------------
 
@@ -178,6 +182,40 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         return result
 
     def _handler_for(self, t: type) -> Callable[[Any], Any] | None:
+        handler = self._own_handler_for(t)
+        shared = _shared_dict_names(t, self._user_modules)
+        if not shared:
+            return handler
+        return functools.partial(self._reduce_maybe_shared, shared, handler)
+
+    def _reduce_maybe_shared(
+        self,
+        names: tuple[str, ...],
+        handler: Callable[[Any], Any] | None,
+        obj: object,
+    ) -> Any:
+        """An instance whose ``__dict__`` is a dict its class holds (a "Borg": accelerate's
+        ``PartialState``, ``AcceleratorState``, ``GradientState``): it comes back sharing the
+        new process's class dict, which gets the carried contents, so every instance still
+        shares one state and the class sees it too. Any other instance: as its type goes."""
+        own = getattr(obj, "__dict__", None)
+        if own is not None:
+            cls = type(obj)
+            for name in names:
+                if getattr(cls, name, None) is own:
+                    return (
+                        _rebuild.shared_dict_instance,
+                        (cls, name),
+                        own,
+                        None,
+                        None,
+                        _rebuild.set_shared_dict_state,
+                    )
+        if handler is not None:
+            return handler(obj)
+        return NotImplemented if self._deep is None else self._deep.reduce(obj)
+
+    def _own_handler_for(self, t: type) -> Callable[[Any], Any] | None:
         for base in t.__mro__:
             if base in self._plugin_reducers:
                 return self._plugin_reducers[base]
@@ -219,8 +257,21 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         found = self._generator_reducers.get(id(code))
         if found is not None and found[0] is code:
             return found[1](gen)
-        # The user's own generators travel as frames; a library's is refused by name.
-        return generators.reduce_generator(gen, self._namespaces, self.namespace_ref)
+        # Generators travel as frames: the user's in its namespace, a library's in the
+        # library's module, named in the checkpoint's header (portal.capture.libraries).
+        frame = gen.gi_frame
+        if frame is None or id(frame.f_globals) in self._namespaces:
+            return generators.reduce_generator(gen, self._namespaces, self.namespace_ref)
+        if self._libraries is None:
+            self._libraries = libraries.library_namespaces(self._namespaces)
+        reduced = generators.reduce_generator(
+            gen, _Either(self._namespaces, self._libraries), self.namespace_ref
+        )
+        name = self._libraries.get(id(frame.f_globals))
+        if name is not None:
+            original = generators.original_code(gen)
+            self.library_code.append((original, name))
+        return reduced
 
     def _reduce_raw(self, obj: object) -> Any:
         """An instance of the program's own class with a ``__reduce__`` of its own: as raw
@@ -358,6 +409,20 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         )
 
 
+def _shared_dict_names(t: type, user_modules: frozenset[str]) -> tuple[str, ...]:
+    """Names of the plain dicts a library class ``t`` (or a base) holds as class attributes:
+    where an instance's ``__dict__`` may be one of them (see ``_reduce_maybe_shared``). A
+    class pickled by value (the user's) carries its attributes itself."""
+    if t.__module__ in user_modules or t.__module__ == "__main__" or issubclass(t, type):
+        return ()
+    names = []
+    for base in t.__mro__[:-1]:
+        for name, value in vars(base).items():
+            if type(value) is dict and not name.startswith("__"):
+                names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
 def _reduce_cell(cell: types.CellType) -> Any:
     try:
         contents = cell.cell_contents
@@ -372,6 +437,24 @@ def _reduce_code(code: types.CodeType) -> Any:
     except ValueError as exc:
         raise TypeError(f"cannot pickle code object {code.co_qualname!r}: {exc}") from exc
     return (_rebuild.load_code, (data,))
+
+
+class _Either(Mapping[int, str]):
+    """Two namespace maps read as one (the user's first), without copying either."""
+
+    def __init__(self, first: Mapping[int, str], second: Mapping[int, str]) -> None:
+        self._first, self._second = first, second
+
+    def __getitem__(self, key: int) -> str:
+        found = self._first.get(key)
+        return found if found is not None else self._second[key]
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self._first
+        yield from self._second
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self._second)
 
 
 class NamespaceRef:
@@ -433,10 +516,12 @@ def dumps(
     reducers: Mapping[type, Reducer] | None = None,
     keep: bool = True,
     places: progressive.GlobalPlaces | None = None,
+    library_code: list[tuple[types.CodeType, str]] | None = None,
 ) -> tuple[bytes, list[Buffer], int]:
     """Pickle ``obj``; return the pickle (empty when ``keep`` is false), its out-of-band buffers
     and the checkpoint's size: the pickle's plus its buffers' (what a checkpoint of it would
-    hold, which the checkpoint check reports and the placement policies measure)."""
+    hold, which the checkpoint check reports and the placement policies measure).
+    ``library_code`` receives the library code objects it carried (suspended generators')."""
     buffers: list[Buffer] = []
     buffered = 0
 
@@ -465,6 +550,8 @@ def dumps(
         try:
             with deepgraph.pickling_depth():
                 pickler.dump(deepgraph.DeferredBuilds.wrap(obj) if deep else obj)
+            if library_code is not None:
+                library_code.extend(pickler.library_code)
             break
         except Exception as exc:
             if deep or not deepgraph.too_deep(exc):

@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from types import CodeType
 from typing import Any, NamedTuple
 
+from portal.capture._rebuild import module_namespace
 from portal.capture.codegen import build_resumed_code
 from portal.capture.frames import local_slot_count
 from portal.capture.image import CheckpointImage
+from portal.capture.libraries import verify as verify_libraries
 from portal.capture.restoring import RESUMED_CODE, ResumedInfo, after_restore, deferring
 from portal.capture.snapshot import CaptureExtension, FrameRecord, Snapshot
 
@@ -49,8 +51,11 @@ def restore(
     main_module: types.ModuleType,
     *,
     extensions: Sequence[CaptureExtension] = (),
+    path: str = "the checkpoint",
 ) -> Restored:
-    """Load ``image`` into this process (see module docstring); return what to execute."""
+    """Load ``image`` into this process (see module docstring); return what to execute.
+    Refuses (``LibraryMismatchError``) before any of the state loads if a library function it
+    was paused inside is installed differently here."""
     header = image.header
     for name in header.imports:
         if name not in sys.modules:
@@ -58,6 +63,7 @@ def restore(
                 importlib.import_module(name)
             except Exception:
                 continue
+    verify_libraries(header.libraries, path)
     sys.modules["__main__"] = main_module
     for ref in header.user_modules:
         module = types.ModuleType(ref.name)
@@ -147,7 +153,7 @@ def _function_for(code: CodeType, original: CodeType, record: FrameRecord) -> ty
         for value in record.slots[nslots - nfree : nslots]:
             cells.append(value if isinstance(value, types.CellType) else types.CellType())
         closure = tuple(cells)
-    namespace = sys.modules[record.namespace].__dict__
+    namespace = module_namespace(record.namespace)
     namespace.setdefault("__builtins__", builtins)
     defaults = (None,) * original.co_argcount or None
     func = types.FunctionType(code, namespace, original.co_name, defaults, closure)

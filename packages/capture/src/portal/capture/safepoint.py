@@ -1,11 +1,13 @@
-"""Line events for the user's code on the main thread, switched on only while a pause is wanted.
+"""Line events for the code that has safe points (the user's and its libraries') on the main
+thread, switched on only while a pause is wanted.
 
 Always-on tracing costs a program 2.5-4x; so arming Portal installs nothing but a signal handler,
 and this switch turns line events on when a pause is requested and off again when it is taken,
 cancelled or abandoned. CPython 3.11 has only ``sys.settrace`` (per thread: it must be switched
 from the main thread, i.e. from a signal handler, and the frames already running need their
 ``f_trace`` set). 3.12+ has ``sys.monitoring``: the callback disables itself for every code
-location outside the user's code, so libraries run at full speed even while a pause is pending.
+location that can never be a safe point (Portal's own, a generator's, a comprehension's, code
+with no source file), so those run at full speed even while a pause is pending.
 
 A pending pause that meets a frame no line inside of which can be a safe point (a running
 generator, a frame called through C such as ``list(gen())``: see
@@ -36,14 +38,14 @@ if sys.version_info >= (3, 12):
 class LineEvents:
     """Calls ``on_line(frame)`` at each new line of user code on the main thread while enabled.
 
-    :param is_user_code: which code objects have safe points.
+    :param has_safe_points: which code objects have safe points (the user's, and libraries').
     :param on_line: the callback; it runs with tracing suspended (no nested events).
     """
 
     def __init__(
-        self, is_user_code: Callable[[CodeType], bool], on_line: Callable[[FrameType], None]
+        self, has_safe_points: Callable[[CodeType], bool], on_line: Callable[[FrameType], None]
     ) -> None:
-        self._is_user_code = is_user_code
+        self._has_safe_points = has_safe_points
         self._on_line = on_line
         self._main = threading.main_thread().ident
         self.enabled = False
@@ -69,7 +71,7 @@ class LineEvents:
         return self._tool
 
     def _monitor_line(self, code: CodeType, line: int) -> Any:
-        if not self._is_user_code(code):
+        if not self._has_safe_points(code):
             return _monitoring.DISABLE  # this location never has a safe point
         if threading.get_ident() != self._main or not self.enabled:
             return None
@@ -82,7 +84,7 @@ class LineEvents:
         if not self.enabled:  # switched off from another thread: clean up here, on main
             sys.settrace(self._previous_trace)
             return None
-        if event == "call" and not self.narrowed and self._is_user_code(frame.f_code):
+        if event == "call" and not self.narrowed and self._has_safe_points(frame.f_code):
             return self._trace_local
         return None
 
@@ -116,7 +118,7 @@ class LineEvents:
         self._previous_trace = sys.gettrace()
         sys.settrace(self._trace_call)
         while frame is not None:  # frames already running get their own tracer
-            if self._is_user_code(frame.f_code):
+            if self._has_safe_points(frame.f_code):
                 frame.f_trace = self._trace_local
                 frame.f_trace_lines = True
             frame = frame.f_back

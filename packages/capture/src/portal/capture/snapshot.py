@@ -24,6 +24,7 @@ import cloudpickle
 from portal.capture import frames as _frames
 from portal.capture.codegen import NULL
 from portal.capture.held import HeldSlot, HeldValues
+from portal.capture.libraries import describe_all, library_namespaces
 from portal.capture.image import (
     CheckpointImage,
     Header,
@@ -49,6 +50,7 @@ from portal.core.specs import WaitForSafePoint
 __all__ = [
     "CaptureContext",
     "CaptureExtension",
+    "PORTAL_AT_WORK",
     "FrameRecord",
     "ModuleRecord",
     "ResumedInfo",
@@ -66,6 +68,8 @@ _NOT_CARRIED_FLAGS = (
     | inspect.CO_ASYNC_GENERATOR
     | inspect.CO_ITERABLE_COROUTINE
 )
+#: The ``type_name`` of a position inside Portal's own work: no problem of the program's.
+PORTAL_AT_WORK = "Portal at work"
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 # Module attributes that describe the module object, not the program's state.
 _SKIPPED_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__cached__"})
@@ -143,12 +147,15 @@ class CaptureContext:
         )
 
     def has_safe_points(self, code: CodeType) -> bool:
-        """Whether a line of ``code`` can ever be a safe point: the user's code, and not a
-        generator, coroutine or comprehension (whose frame, running, is never carried)."""
+        """Whether a line of ``code`` can ever be a safe point: code whose frames are carried
+        (the user's, a library's: :meth:`UserCode.is_carried_code`), and not a generator,
+        coroutine or comprehension (whose frame, running, is never carried), nor a library's
+        module body (an import running: the new machine imports it whole)."""
         return (
             not code.co_flags & _NOT_CARRIED_FLAGS
             and code.co_name not in _COMPREHENSIONS
-            and self.user_code.is_user_code(code)
+            and self.user_code.is_carried_code(code)
+            and (code.co_name != "<module>" or self.user_code.is_user_code(code))
         )
 
     def resumed_info(self, code: CodeType) -> ResumedInfo | None:
@@ -164,7 +171,32 @@ def _position_problem(name: str, type_name: str, reason: str, frame: FrameType) 
 
 def check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | Problem:
     """The chain from ``frame`` (paused, innermost) out to the script's entry frame, or why a
-    pause cannot be taken here. Cheap: no value is touched."""
+    pause cannot be taken here. Cheap: no value is touched.
+
+    A line that Portal's own code ran (a library called by a signal handler of the engine's:
+    libraries have safe points too) is no position of the program's: its problem is
+    :data:`PORTAL_AT_WORK`, whatever else is on the way out."""
+    position = _check_position(frame, ctx)
+    if isinstance(position, list) or position.type_name == PORTAL_AT_WORK:
+        return position
+    f: FrameType | None = frame
+    while f is not None and not ctx.is_entry(f):
+        if ctx.user_code.is_portal_file(f.f_code.co_filename):
+            return _portal_at_work(f)
+        f = f.f_back
+    return position
+
+
+def _portal_at_work(f: FrameType) -> Problem:
+    return _position_problem(
+        f.f_code.co_qualname,
+        PORTAL_AT_WORK,
+        "Portal's own code is running (a signal handler); the program is not here",
+        f,
+    )
+
+
+def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | Problem:
     if sys.exc_info()[1] is not None:
         return _position_problem(
             "except block",
@@ -177,12 +209,22 @@ def check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | P
     f: FrameType | None = frame
     while f is not None:
         code = f.f_code
-        if not ctx.user_code.is_user_code(code):
+        if not ctx.user_code.is_carried_code(code):
+            if ctx.user_code.is_portal_file(code.co_filename):
+                return _portal_at_work(f)
             return _position_problem(
                 code.co_qualname,
                 "library code",
-                f"library code ({os.path.basename(code.co_filename)}) is running between the "
+                f"code with no source file ({code.co_filename}) is running between the "
                 "script's frames; the pause waits until it returns",
+                f,
+            )
+        if code.co_name == "<module>" and not ctx.is_entry(f) and not ctx.user_code.is_user_code(code):
+            return _position_problem(
+                code.co_qualname,
+                "import",
+                f"a library is being imported ({os.path.basename(code.co_filename)}); the pause "
+                "waits until the import ends",
                 f,
             )
         if code.co_flags & _NOT_CARRIED_FLAGS:
@@ -272,8 +314,8 @@ def _record(
     info = ctx.resumed_info(code)
     if callee is None:
         resume_at, call_at = frame.f_lasti, None
-    elif forwarded is not None:  # CALL_FUNCTION_EX has no cache entries
-        resume_at, call_at = frame.f_lasti + 2, frame.f_lasti
+    elif forwarded is not None:
+        resume_at, call_at = _frames.forwarded_continuation(frame), frame.f_lasti
     else:
         resume_at, call_at = _frames.continuation_offset(frame, innermost=False), frame.f_lasti
     if info is not None:
@@ -351,8 +393,13 @@ def take_snapshot(
     namespaces.update({id(m.__dict__): name for name, m in user_modules})
     modules = [ModuleRecord("__main__", _namespace_contents(ctx.main_namespace))]
     modules += [ModuleRecord(name, _namespace_contents(m.__dict__)) for name, m in user_modules]
-    for f in chain:
-        if id(f.f_globals) not in namespaces:
+    # A library's frame runs in its module's namespace, which travels by name only.
+    frame_namespaces: dict[int, str] = dict(namespaces)
+    library_frames = [f for f in chain if id(f.f_globals) not in namespaces]
+    if library_frames:
+        frame_namespaces.update(library_namespaces(namespaces))
+    for f in library_frames:
+        if id(f.f_globals) not in frame_namespaces:
             problem = _position_problem(
                 f.f_code.co_qualname,
                 "foreign globals",
@@ -362,7 +409,8 @@ def take_snapshot(
             )
             return SnapshotResult(None, [problem], 0)
     records = [
-        _record(f, chain[i - 1] if i else None, ctx, namespaces) for i, f in enumerate(chain)
+        _record(f, chain[i - 1] if i else None, ctx, frame_namespaces)
+        for i, f in enumerate(chain)
     ]
     records.reverse()
     extensions = [
@@ -372,6 +420,8 @@ def take_snapshot(
     ]
     snapshot = Snapshot(modules=modules, frames=records, extensions=extensions)
     reducers = resolve_reducers(ctx.reducers)
+    user_names = set(namespaces.values())
+    carried = [(r.code, r.namespace) for r in records if r.namespace not in user_names]
     with _user_classes_by_value([m for _, m in user_modules]):
         try:
             data, buffers, size = dumps(
@@ -380,6 +430,7 @@ def take_snapshot(
                 reducers=reducers,
                 keep=keep,
                 places=global_places([(m.name, m.contents) for m in snapshot.modules]),
+                library_code=carried,
             )
         except Exception as exc:
             slots: list[HeldSlot | None] = []
@@ -408,6 +459,7 @@ def take_snapshot(
             ModuleRef(name=name, file=getattr(m, "__file__", None)) for name, m in user_modules
         ],
         problems=[ProblemRecord(**p.to_dict()) for p in history],
+        libraries=describe_all(carried),
     )
     return SnapshotResult(CheckpointImage(header=header, pickle=data, buffers=buffers), [], size)
 

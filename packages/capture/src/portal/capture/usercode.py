@@ -1,8 +1,16 @@
-"""Which code is the user's own: the script and the modules under its directory.
+"""Which code is the user's own (the script and the modules under its directory), and which
+code's frames a pause may carry.
 
-Only the user's code has safe points, and only user modules travel by value; everything else is
-an installed library, which the new machine installs and imports again. A virtual environment or
-Portal's own sources that happen to sit under the script's directory still count as libraries.
+Only user modules travel by value; everything else is an installed library, which the new
+machine installs and imports again. A virtual environment or Portal's own sources that happen to
+sit under the script's directory still count as libraries.
+
+Safe points are wider than the user's code: most training runs inside a framework's loop
+(``trainer.train()``), so a pause may come between two statements of any pure-Python frame with
+a source file, the script's or an installed library's (:mod:`portal.capture.libraries` records
+which library code a checkpoint carries and refuses a resume where it differs). Never carried:
+Portal's own code (the engine, the runtime), and code with no file of its own (``exec`` of a
+string, the frozen import machinery), which no new machine can be shown to have.
 """
 
 from __future__ import annotations
@@ -23,6 +31,9 @@ def _portal_root() -> str:
     return os.path.realpath(os.path.dirname(here)) + os.sep  # .../portal/
 
 
+_PORTAL_ROOT = _portal_root()
+
+
 class UserCode:
     """Classifies code objects and modules as the user's own (cached by file name)."""
 
@@ -32,9 +43,11 @@ class UserCode:
         prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
         prefixes.update(p for p in sysconfig.get_paths().values() if p)
         self._excluded = tuple(
-            sorted({os.path.realpath(p) + os.sep for p in prefixes} | {_portal_root()})
+            sorted({os.path.realpath(p) + os.sep for p in prefixes} | {_PORTAL_ROOT})
         )
         self._files: dict[str, bool] = {}
+        self._carried: dict[str, bool] = {}
+        self._portal: dict[str, bool] = {}
 
     def is_user_file(self, filename: str | None) -> bool:
         if not filename:
@@ -57,6 +70,34 @@ class UserCode:
 
     def is_user_code(self, code: CodeType) -> bool:
         return self.is_user_file(code.co_filename)
+
+    def is_carried_file(self, filename: str | None) -> bool:
+        """Whether frames of code from ``filename`` may be carried: the user's files, and any
+        other real source file but Portal's own (see the module docstring)."""
+        if not filename:
+            return False
+        known = self._carried.get(filename)
+        if known is not None:
+            return known
+        result = self.is_user_file(filename) or (
+            not filename.startswith("<")
+            and os.path.isabs(filename)
+            and not self.is_portal_file(filename)
+        )
+        self._carried[filename] = result
+        return result
+
+    def is_portal_file(self, filename: str) -> bool:
+        """Portal's own code (the engine, the runtime): its frames are Portal at work between
+        two of the program's bytecodes (a signal handler, the line callback), never the
+        program's."""
+        known = self._portal.get(filename)
+        if known is None:
+            known = self._portal[filename] = os.path.realpath(filename).startswith(_PORTAL_ROOT)
+        return known
+
+    def is_carried_code(self, code: CodeType) -> bool:
+        return self.is_carried_file(code.co_filename)
 
     def user_modules(self) -> list[tuple[str, types.ModuleType]]:
         """Loaded user modules (not ``__main__``), in load order, each module object once.

@@ -256,7 +256,7 @@ def resume_script(
     extensions = _extensions(session)
     _set_aside_portals_objects()
     try:
-        restored = restore(image, main, extensions=extensions)
+        restored = restore(image, main, extensions=extensions, path=checkpoint_in)
     except PortalError:
         raise
     except Exception as exc:
