@@ -33,6 +33,7 @@ from portal.capture.held import HeldValues
 from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probing import rehearsal_path, rehearse
 from portal.capture.problems import Problem, where
+from portal.capture.restoring import register_live
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import (
     CaptureContext,
@@ -248,6 +249,7 @@ class Engine:
             self._previous_handlers[signum] = signal.signal(signum, handler)
         self._events.prepare()
         self.armed = True
+        register_live(self)  # its handlers, held by the program's state, find it
 
     def finish(self) -> None:
         """The script has ended: a late notice has nothing left to pause. Ignore the signals

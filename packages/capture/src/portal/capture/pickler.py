@@ -36,6 +36,7 @@ from typing import IO, Any
 import cloudpickle
 
 from portal.capture import _rebuild, caches, deepgraph, generators, libraries, progressive, rawstate
+from portal.capture.restoring import PortalMethod, portal_key
 from portal.capture.staged import Buffer, staged_in
 
 __all__ = [
@@ -61,6 +62,8 @@ _CLASS_SKELETONS = (
     cloudpickle.cloudpickle._make_skeleton_class,
     cloudpickle.cloudpickle._make_skeleton_enum,
 )
+#: Modules of Portal's objects that live in a job's process (the engine, the control channel).
+_PORTAL_LIVE_MODULES = ("portal.capture.engine", "portal.runtime.")
 _DEFAULT = object()  # handler result: let pickle's defaults (or cloudpickle) decide
 
 
@@ -225,6 +228,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _reduce_cell
         if t is types.FunctionType:
             return self._reduce_function
+        if t is types.MethodType:
+            return _reduce_method
         if issubclass(t, type):
             return self._reduce_class  # cloudpickle's (by value for user classes)
         if issubclass(t, types.ModuleType):  # module subclasses too (torch.ops is one)
@@ -421,6 +426,16 @@ def _shared_dict_names(t: type, user_modules: frozenset[str]) -> tuple[str, ...]
             if type(value) is dict and not name.startswith("__"):
                 names.append(name)
     return tuple(dict.fromkeys(names))
+
+
+def _reduce_method(method: types.MethodType) -> Any:
+    """A bound method of one of Portal's live objects (a library's signal handler chained to
+    Portal's, or one it saved): the same method of the new process's live object
+    (:class:`~portal.capture.restoring.PortalMethod`); any other as cloudpickle pickles it."""
+    owner = method.__self__
+    if type(owner).__module__.startswith(_PORTAL_LIVE_MODULES):
+        return (PortalMethod, (portal_key(owner), method.__func__.__name__))
+    return _DEFAULT
 
 
 def _reduce_cell(cell: types.CellType) -> Any:

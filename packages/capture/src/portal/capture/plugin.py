@@ -14,6 +14,7 @@ from portal.capture.extensions import (
     arrays,
     environment,
     files,
+    frameworks,
     iterators,
     logging_state,
     loops,
@@ -61,4 +62,5 @@ def portal_serializers() -> list[SerializerSpec]:
         *iterators.serializer_specs(),
         *stdlib_objects.serializer_specs(),
         *files.serializer_specs(),
+        *frameworks.serializer_specs(),
     ]

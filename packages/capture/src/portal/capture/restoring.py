@@ -13,7 +13,16 @@ from collections.abc import Callable, Iterator
 from types import CodeType
 from typing import NamedTuple
 
-__all__ = ["RESUMED_CODE", "ResumedInfo", "after_restore", "deferring"]
+__all__ = [
+    "LIVE_PORTAL",
+    "RESUMED_CODE",
+    "PortalMethod",
+    "ResumedInfo",
+    "after_restore",
+    "deferring",
+    "portal_key",
+    "register_live",
+]
 
 
 class ResumedInfo(NamedTuple):
@@ -62,3 +71,54 @@ def after_restore(rebuild: Callable[[], None]) -> None:
         _DEFERRED[-1].append(rebuild)
     else:
         rebuild()
+
+
+#: Runtime singleton: Portal's live objects whose methods are signal handlers (the engine, the
+#: control channel), by their type's qualified name (see :class:`PortalMethod`).
+LIVE_PORTAL: dict[str, object] = {}
+
+
+def portal_key(obj: object) -> str:
+    t = type(obj)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def register_live(obj: object) -> None:
+    """``obj`` is this process's live instance of its (Portal) type (called when it starts)."""
+    LIVE_PORTAL[portal_key(obj)] = obj
+
+
+class PortalMethod:
+    """A method of one of Portal's live objects that the program's state holds: a library that
+    chains or saves signal handlers keeps the ones it replaced (Lightning's ``_HandlersCompose``
+    keeps Portal's ``SIGTERM`` handler, which asks for the pause; its ``_SignalConnector`` saves
+    every handler, Portal's ``SIGIO`` too, to put back when ``fit`` ends). Those objects are the
+    process's own, so the method travels as this: the same method of whatever instance is live
+    in the process it runs in (nothing where none is)."""
+
+    __slots__ = ("name", "owner")
+
+    def __init__(self, owner: str, name: str) -> None:
+        self.owner = owner
+        self.name = name
+
+    def __call__(self, *args: object) -> object:
+        live = LIVE_PORTAL.get(self.owner)
+        if live is None:
+            return None
+        return getattr(live, self.name)(*args)
+
+    def __reduce__(self) -> tuple[type[PortalMethod], tuple[str, str]]:
+        return (PortalMethod, (self.owner, self.name))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, PortalMethod)
+            and (other.owner, other.name) == (self.owner, self.name)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.owner, self.name))
+
+    def __repr__(self) -> str:
+        return f"<Portal's {self.owner.rpartition('.')[2]}.{self.name}>"

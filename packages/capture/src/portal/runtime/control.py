@@ -47,6 +47,7 @@ from typing import Any, Protocol
 import msgspec
 
 from portal.capture.notes import restore_notes
+from portal.capture.restoring import register_live
 from portal.runtime.protocol import (
     Cancel,
     Checkpoint,
@@ -117,6 +118,7 @@ class ControlChannel:
     def start(self, engine: _Engine) -> None:
         """Install the ``SIGIO`` handler (main thread) and start accepting."""
         self._engine = engine
+        register_live(self)  # its SIGIO handler, held by the program's state, finds it
         self._previous_sigio = signal.signal(signal.SIGIO, self._on_sigio)
         self._thread.start()
 

@@ -26,6 +26,7 @@ import signal
 from collections.abc import Callable
 from typing import Any, Final
 
+from portal.capture.restoring import PortalMethod
 from portal.core.specs import CaptureExtensionSpec
 
 __all__ = ["RUNTIME_SIGNALS", "SignalHandlers", "reinstall_after_arming", "specs"]
@@ -49,7 +50,10 @@ def _carried_signals() -> list[signal.Signals]:
 
 
 def _is_portals(handler: Handler) -> bool:
-    """A bound method of the runtime's own objects (its SIGTERM, a control channel)."""
+    """A bound method of the runtime's own objects (its SIGTERM, a control channel), or one
+    that a library saved and put back after a resume (:class:`PortalMethod`)."""
+    if isinstance(handler, PortalMethod):
+        return True
     owner = getattr(handler, "__self__", None)
     return owner is not None and type(owner).__module__.startswith(
         ("portal.capture", "portal.runtime")

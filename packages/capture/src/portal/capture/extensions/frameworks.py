@@ -1,0 +1,61 @@
+"""Training frameworks' objects whose own pickling is written for another purpose than a
+checkpoint of the live program, carried as what they are in memory.
+
+A pause inside ``trainer.fit()`` carries the framework's loop objects with its frames. Most
+travel as pickle would take them; a few classes define ``__getstate__`` to be *sent* somewhere
+(to a spawned worker process, say) and leave out what a live loop needs:
+
+* Lightning's ``CombinedLoader`` iterators (``_ModeIterator`` and its subclasses:
+  ``_MaxSizeCycle``, ``_MinSize``, ``_Sequential``, ``_MaxSize``) replace each DataLoader iterator
+  they hold by ``None``: after a resume, ``next(data_fetcher)`` would fail with "'NoneType'
+  object is not an iterator";
+* a ``LightningModule`` drops its ``_trainer`` ("Net is not attached to a `Trainer`" at the
+  next ``backward``);
+* the ``_SignalConnector`` drops the handlers it replaced (Portal's ``SIGTERM`` among them), which
+  it puts back when ``fit`` ends;
+* the ``TQDMProgressBar`` drops its bars (which Portal carries: :mod:`.loops`);
+* every torch optimizer (``torch.optim.Optimizer``) keeps only its defaults, state and parameter
+  groups: its step hooks are made empty again, and the ``step`` an LR scheduler wrapped to see
+  that the optimizer stepped is lost (the resumed scheduler then warns "Seems like
+  `optimizer.step()` has been overridden after learning rate scheduler initialization").
+
+Carried raw (their ``__dict__`` as it is, no code of theirs run: :mod:`portal.capture.rawstate`),
+what they hold travels as any other value does (a DataLoader iterator re-created at its
+position, a tqdm bar with its count).
+
+Keyed by type name: registering imports nothing, and a program without Lightning pays nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from portal.capture.rawstate import raw_reduce
+from portal.core.specs import SerializerSpec
+
+__all__ = ["serializer_specs"]
+
+_RAW = ("torch.optim.optimizer.Optimizer",) + tuple(
+    f"{package}.{name}"
+    for package in ("lightning.pytorch", "pytorch_lightning")
+    for name in (
+        "utilities.combined_loader._ModeIterator",
+        "core.module.LightningModule",
+        "trainer.connectors.signal_connector._SignalConnector",
+        "callbacks.progress.tqdm_progress.TQDMProgressBar",
+    )
+)
+
+
+def _reduce_raw(obj: Any) -> Any:
+    return raw_reduce(obj)
+
+
+def serializer_specs() -> list[SerializerSpec]:
+    return [
+        SerializerSpec(
+            name="capture_frameworks",
+            reducers=dict.fromkeys(_RAW, _reduce_raw),
+            description="training frameworks' loop objects whose own pickling drops live state",
+        )
+    ]
