@@ -215,13 +215,36 @@ def test_a_rebuilt_generator_travels_again_before_and_after_it_moves() -> None:
     assert list(again) == [2, 3, 4, 5]
 
 
-def test_a_library_generator_is_refused_by_name() -> None:
+def test_a_library_generator_travels_in_its_module_and_is_named() -> None:
+    """A library's generator partway (a framework's loader) is carried like the user's, in the
+    library's own namespace, and the pickle names its code for the resume's check."""
     import calendar
 
     module = _user_module("")
     walker = calendar.Calendar().itermonthdates(2024, 1)
+    for _ in range(3):
+        next(walker)
+    carried: list[tuple[types.CodeType, str]] = []
+    data, buffers, _ = dumps(
+        walker, namespaces={id(module.__dict__): MODULE}, library_code=carried
+    )
+    copy = pickle.loads(data, buffers=buffers)
+    assert copy.gi_frame.f_globals is calendar.__dict__
+    assert list(copy) == list(walker)
+    # itermonthdates delegates (yield from) to itermonthdays3: both travel, both are named.
+    assert sorted((code.co_qualname, name) for code, name in carried) == [
+        ("Calendar.itermonthdates", "calendar"),
+        ("Calendar.itermonthdays3", "calendar"),
+    ]
+
+
+def test_a_generator_of_no_module_is_refused_by_name() -> None:
+    module = _user_module("")
+    namespace: dict[str, Any] = {}
+    exec("def numbers():\n    yield from range(10)\n", namespace)
+    walker = namespace["numbers"]()
     next(walker)
-    with pytest.raises(TypeError, match=r"Calendar\.itermonthdates of calendar is a library"):
+    with pytest.raises(TypeError, match=r"numbers of \? runs with globals that are no module's"):
         _roundtrip(walker, module)
 
 

@@ -166,7 +166,7 @@ def test_a_notice_during_a_library_s_import_is_told_at_once_and_taken_after_it(
     kinds = [e["event"] for e in run.events]
     assert kinds == ["pending", "deferred", "paused"], (run.events, run.err.decode())
     (problem,) = run.events[1]["problems"]
-    assert problem["type_name"] == "library code", problem
+    assert problem["type_name"] == "import", problem
     assert run.events[-1]["paused_at"] == "main.py:6 in <module>"
     assert run.out == b"importing\n"
     assert _resume(run, job, env) == b"imported 42\n"

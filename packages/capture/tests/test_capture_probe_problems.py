@@ -1,7 +1,7 @@
 """The checkpoint check names each value a checkpoint cannot carry exactly once, as the script
 knows it, with its type, the serializer's reason and the line where it was checked: a hash
-object, a socket, a held lock, a running thread, an open file and a library's generator
-partway, in globals and in locals three calls deep. Once the script lets go of them, the check
+object, a socket, a held lock, a running thread, an open file and a generator partway whose
+globals are no module's namespace (a library's is carried), in globals and in locals three calls deep. Once the script lets go of them, the check
 passes."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ FILE_UNDER_PORTAL = (
 FILE = ("_io.TextIOWrapper", "TypeError: cannot pickle '_io.TextIOWrapper' object")
 GENERATOR = (
     "generator",
-    "TypeError: cannot pickle 'generator' object: Calendar.itermonthdates of calendar is a library's generator partway "
-    "through (only generators of the script and its own modules are carried)",
+    "TypeError: cannot pickle 'generator' object: numbers of ? runs with globals that are no "
+    "module's namespace (exec with a dict of its own)",
 )
 
 

@@ -2,7 +2,6 @@
 deep; checks, lets go of them all, checks again. Prints each check's problems as JSON."""
 
 import hashlib
-import calendar
 import json
 import os
 import socket
@@ -12,8 +11,12 @@ import time
 from portal.capture import probe
 
 
+_NO_MODULE = {}
+exec("def numbers():\n    yield from range(10)\n", _NO_MODULE)
+
+
 def counter():
-    return calendar.Calendar().itermonthdates(2024, 1)  # a library's generator
+    return _NO_MODULE["numbers"]()  # a generator whose globals are no module's namespace
 
 
 def report(problems):

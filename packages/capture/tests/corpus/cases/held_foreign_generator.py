@@ -1,11 +1,12 @@
-import calendar
 import os
 import signal
 import time
 
 from portal.runtime import rt
 
-walker = calendar.Calendar().itermonthdates(2024, 1)
+_NO_MODULE = {}
+exec("def numbers():\n    yield from range(10)\n", _NO_MODULE)
+walker = _NO_MODULE["numbers"]()
 next(walker)
 if rt.active:
     os.kill(os.getpid(), signal.SIGTERM)
