@@ -61,7 +61,9 @@ def _steps(out: bytes) -> int:
     return sum(line.startswith(b"step ") for line in out.splitlines())
 
 
-def _pause_in_training(job: Path, env: dict[str, str], steps: int, settle: float) -> tuple[bytes, str]:
+def _pause_in_training(
+    job: Path, env: dict[str, str], steps: int, settle: float
+) -> tuple[bytes, str]:
     paused = pause_when(
         job / "train.py",
         "0.02",
@@ -144,6 +146,10 @@ def test_an_edit_elsewhere_in_the_library_resumes(
     before, checkpoint = _pause_in_training(job, env, 7, 0.01)
     trainer = tmp_path / "site" / "minifw" / "trainer.py"
     _edit(trainer, "import functools\n", "import functools\n\n# a comment of a new release\n")
-    _edit(trainer, "        pass\n\n    def on_epoch_end", "        return None\n\n    def on_epoch_end")
+    _edit(
+        trainer,
+        "        pass\n\n    def on_epoch_end",
+        "        return None\n\n    def on_epoch_end",
+    )
     after, _, _ = resume_noted(checkpoint, job, env)
     assert before + after == expected

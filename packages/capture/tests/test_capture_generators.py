@@ -225,9 +225,7 @@ def test_a_library_generator_travels_in_its_module_and_is_named() -> None:
     for _ in range(3):
         next(walker)
     carried: list[tuple[types.CodeType, str]] = []
-    data, buffers, _ = dumps(
-        walker, namespaces={id(module.__dict__): MODULE}, library_code=carried
-    )
+    data, buffers, _ = dumps(walker, namespaces={id(module.__dict__): MODULE}, library_code=carried)
     copy = pickle.loads(data, buffers=buffers)
     assert copy.gi_frame.f_globals is calendar.__dict__
     assert list(copy) == list(walker)

@@ -107,10 +107,11 @@ def steps_done(obj: Any, steps: list[None]) -> None:
     loaded, so nothing is left to do."""
 
 
-def shared_dict_instance(cls: type, name: str) -> Any:
+def shared_dict_instance(cls: type[Any], name: str) -> Any:
     """An instance of ``cls`` whose ``__dict__`` is the class's dict ``name`` in this process
     (a "Borg" state shared by every instance; see the pickler's ``_reduce_maybe_shared``)."""
-    obj = cls.__new__(cls)
+    make: Any = cls.__new__
+    obj = make(cls)
     obj.__dict__ = getattr(cls, name)
     return obj
 

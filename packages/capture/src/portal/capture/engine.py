@@ -36,8 +36,8 @@ from portal.capture.problems import Problem, where
 from portal.capture.restoring import register_live
 from portal.capture.safepoint import LineEvents
 from portal.capture.snapshot import (
-    CaptureContext,
     PORTAL_AT_WORK,
+    CaptureContext,
     check_position,
     outermost_obstacle,
     take_snapshot,

@@ -44,8 +44,8 @@ from portal.capture.restoring import RESUMED_CODE, ResumedInfo
 
 __all__ = [
     "created_generator",
-    "original_code",
     "finished_generator",
+    "original_code",
     "reduce_generator",
     "suspended_generator",
 ]

@@ -109,9 +109,7 @@ def _distributions() -> Mapping[str, list[str]]:
 def _stdlib_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     return tuple(
-        os.path.realpath(paths[key]) + os.sep
-        for key in ("stdlib", "platstdlib")
-        if paths.get(key)
+        os.path.realpath(paths[key]) + os.sep for key in ("stdlib", "platstdlib") if paths.get(key)
     )
 
 

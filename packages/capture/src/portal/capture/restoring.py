@@ -112,9 +112,9 @@ class PortalMethod:
         return (PortalMethod, (self.owner, self.name))
 
     def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, PortalMethod)
-            and (other.owner, other.name) == (self.owner, self.name)
+        return isinstance(other, PortalMethod) and (other.owner, other.name) == (
+            self.owner,
+            self.name,
         )
 
     def __hash__(self) -> int:

@@ -24,7 +24,6 @@ import cloudpickle
 from portal.capture import frames as _frames
 from portal.capture.codegen import NULL
 from portal.capture.held import HeldSlot, HeldValues
-from portal.capture.libraries import describe_all, library_namespaces
 from portal.capture.image import (
     CheckpointImage,
     Header,
@@ -32,6 +31,7 @@ from portal.capture.image import (
     ModuleRef,
     ProblemRecord,
 )
+from portal.capture.libraries import describe_all, library_namespaces
 from portal.capture.namespaces import GlobalsFirst
 from portal.capture.pickler import (
     NamespaceRef,
@@ -48,9 +48,9 @@ from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
 __all__ = [
+    "PORTAL_AT_WORK",
     "CaptureContext",
     "CaptureExtension",
-    "PORTAL_AT_WORK",
     "FrameRecord",
     "ModuleRecord",
     "ResumedInfo",
@@ -219,7 +219,11 @@ def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | 
                 "script's frames; the pause waits until it returns",
                 f,
             )
-        if code.co_name == "<module>" and not ctx.is_entry(f) and not ctx.user_code.is_user_code(code):
+        if (
+            code.co_name == "<module>"
+            and not ctx.is_entry(f)
+            and not ctx.user_code.is_user_code(code)
+        ):
             return _position_problem(
                 code.co_qualname,
                 "import",
@@ -409,8 +413,7 @@ def take_snapshot(
             )
             return SnapshotResult(None, [problem], 0)
     records = [
-        _record(f, chain[i - 1] if i else None, ctx, frame_namespaces)
-        for i, f in enumerate(chain)
+        _record(f, chain[i - 1] if i else None, ctx, frame_namespaces) for i, f in enumerate(chain)
     ]
     records.reverse()
     extensions = [

@@ -35,15 +35,18 @@ from portal.core.specs import SerializerSpec
 
 __all__ = ["serializer_specs"]
 
-_RAW = ("torch.optim.optimizer.Optimizer",) + tuple(
-    f"{package}.{name}"
-    for package in ("lightning.pytorch", "pytorch_lightning")
-    for name in (
-        "utilities.combined_loader._ModeIterator",
-        "core.module.LightningModule",
-        "trainer.connectors.signal_connector._SignalConnector",
-        "callbacks.progress.tqdm_progress.TQDMProgressBar",
-    )
+_RAW = (
+    "torch.optim.optimizer.Optimizer",
+    *tuple(
+        f"{package}.{name}"
+        for package in ("lightning.pytorch", "pytorch_lightning")
+        for name in (
+            "utilities.combined_loader._ModeIterator",
+            "core.module.LightningModule",
+            "trainer.connectors.signal_connector._SignalConnector",
+            "callbacks.progress.tqdm_progress.TQDMProgressBar",
+        )
+    ),
 )
 
 
