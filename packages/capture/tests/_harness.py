@@ -227,7 +227,11 @@ def pause_when(
     work = short_dir()
     ckpt, sock = f"{work}/ck.portal", f"{work}/ctl.sock"
     cmd = runtime("run", "--checkpoint", ckpt, "--control", sock, str(script), *args)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env)
+    # Unbuffered: the lines read here one at a time must leave the rest in the pipe, where
+    # communicate() reads it (a buffered reader would keep what it read ahead, and lose it).
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env, bufsize=0
+    )
     assert proc.stdout is not None
     try:
         control = connect(proc, sock, timeout=timeout)

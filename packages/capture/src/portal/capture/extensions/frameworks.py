@@ -12,7 +12,10 @@ travel as pickle would take them; a few classes define ``__getstate__`` to be *s
 * a ``LightningModule`` drops its ``_trainer`` ("Net is not attached to a `Trainer`" at the
   next ``backward``);
 * the ``_SignalConnector`` drops the handlers it replaced (Portal's ``SIGTERM`` among them), which
-  it puts back when ``fit`` ends;
+  it puts back when ``fit`` ends. Its ``received_sigterm`` comes back false: the ``SIGTERM`` it
+  saw was the notice this checkpoint paused for (Lightning chains to Portal's handler), and on
+  the new machine nothing is terminating; carried true, ``fit`` would stop at the next batch
+  (``SIGTERMException``) right after the resume;
 * the ``TQDMProgressBar`` drops its bars (which Portal carries: :mod:`.loops`);
 * every torch optimizer (``torch.optim.Optimizer``) keeps only its defaults, state and parameter
   groups: its step hooks are made empty again, and the ``step`` an LR scheduler wrapped to see
@@ -43,10 +46,15 @@ _RAW = (
         for name in (
             "utilities.combined_loader._ModeIterator",
             "core.module.LightningModule",
-            "trainer.connectors.signal_connector._SignalConnector",
             "callbacks.progress.tqdm_progress.TQDMProgressBar",
         )
     ),
+)
+
+
+_SIGNAL_CONNECTORS = tuple(
+    f"{package}.trainer.connectors.signal_connector._SignalConnector"
+    for package in ("lightning.pytorch", "pytorch_lightning")
 )
 
 
@@ -54,11 +62,21 @@ def _reduce_raw(obj: Any) -> Any:
     return raw_reduce(obj)
 
 
+def _reduce_signal_connector(obj: Any) -> Any:
+    make, made, (attrs, slots), *rest = raw_reduce(obj)
+    if attrs and attrs.get("received_sigterm"):
+        attrs = {**attrs, "received_sigterm": False}
+    return (make, made, (attrs, slots), *rest)
+
+
 def serializer_specs() -> list[SerializerSpec]:
     return [
         SerializerSpec(
             name="capture_frameworks",
-            reducers=dict.fromkeys(_RAW, _reduce_raw),
+            reducers={
+                **dict.fromkeys(_RAW, _reduce_raw),
+                **dict.fromkeys(_SIGNAL_CONNECTORS, _reduce_signal_connector),
+            },
             description="training frameworks' loop objects whose own pickling drops live state",
         )
     ]
