@@ -136,7 +136,10 @@ def tests(session: nox.Session, package: str) -> None:
         install += ["-e", str(_package_dir(dependency))]
     session.install(*install, "pytest>=8", "hypothesis>=6.100")
     if package in ("capture", "portal"):  # portal: the multi-process jobs end to end
-        _install_local_torch(session)
+        torch_installed = _install_local_torch(session)
+        if package == "capture" and torch_installed:
+            # After torch, so their `torch>=...` is met by the CPU build already there.
+            session.install(*FRAMEWORK_PINS)
     if package == "storage":
         _ensure_azurite(session)
     if package != "storage":  # whose emulator tests set their own endpoints and variables
@@ -171,14 +174,22 @@ TORCH_PIN = "torch==2.13.0"
 TORCH_WHEELS = Path(os.environ.get("PORTAL_TORCH_WHEELS", "/opt/wheels"))
 
 
-def _install_local_torch(session: nox.Session) -> None:
+#: The training frameworks capture's tests pause inside (test_capture_frameworks_real.py), from
+#: the registry. Not an extra of portal-capture: every extra is installed before torch, and these
+#: need torch, which must be the local CPU build (they would pull a CUDA one).
+FRAMEWORK_PINS = ["accelerate==1.16.0", "transformers==5.25.0", "lightning==2.6.6"]
+
+
+def _install_local_torch(session: nox.Session) -> bool:
+    """Install the local CPU torch wheel; False where there is none for this Python."""
     # The wheel file itself, never the requirement: an index's torch 2.13.0 is the CUDA build.
     tag = "cp" + str(session.python).replace(".", "")
     wheels = sorted(TORCH_WHEELS.glob(f"torch-2.13.0+cpu-{tag}-*.whl"))
     if not wheels:
         session.log(f"no local {TORCH_PIN} wheel for {session.python} in {TORCH_WHEELS}: skipped")
-        return
+        return False
     session.install(str(wheels[-1]))
+    return True
 
 
 @nox.session(python=PYTHONS[0])

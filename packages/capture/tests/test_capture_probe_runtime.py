@@ -190,3 +190,38 @@ def test_a_pause_asked_for_mid_walk_stops_the_walk_and_is_taken_at_the_same_poin
     )
     assert resumed.returncode == 0, resumed.stderr
     assert out + resumed.stdout == plain(tmp_path, "400")
+
+
+STARTUP_THEN_WORK = """
+import socket
+import time
+
+print("starting", flush=True)
+time.sleep(0.5)  # start-up: the first check is taken at the next line
+held = socket.socket()  # what the work holds (a writer's connection, say)
+for step in range(150):
+    print("step", step, flush=True)
+    time.sleep(0.01)
+held.close()
+print("done")
+"""
+
+
+def test_a_check_during_start_up_is_followed_by_one_once_the_work_has_begun(
+    tmp_path: Path, jobs: list[Job]
+) -> None:
+    """The first check comes at the job's first pause point, usually during start-up, before
+    what the work holds exists: one more is taken at the work's first pause point (here the
+    loop's), and names what the start-up check could not see."""
+    job = Job(tmp_path, STARTUP_THEN_WORK)
+    jobs.append(job)
+    assert job.first == b"starting\n"
+    first = job.probe()
+    assert not first.get("problems") and first["where"] == "job.py:7 in <module>", first
+    second = job.control.events_until({"probe"})[-1]  # not asked for: the runtime's own
+    assert second["where"] == "job.py:9 in <module>", second
+    assert [(p["name"], p["type_name"]) for p in second["problems"]] == [
+        ("held", "socket.socket")
+    ]
+    returncode, out = job.finish()
+    assert returncode == 0 and out == plain(tmp_path)

@@ -29,6 +29,7 @@ from typing import Any, Final, Protocol
 import attrs
 import msgspec
 
+from portal.capture import frames as _frames
 from portal.capture.held import HeldValues
 from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probing import rehearsal_path, rehearse
@@ -83,6 +84,8 @@ _PORTAL_DIRS: Final = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
     for name in ("capture", "runtime")
 )
+#: The check that follows a start-up check waits this long, at most, for the work to begin.
+IN_WORK_WAIT_S: Final = 120.0
 #: The checkpoint check's walk stops after this long; a larger state is reported as partial.
 PROBE_BUDGET_S: Final = 5.0
 
@@ -147,15 +150,23 @@ def _bytes_walked(frame: FrameType | None) -> int:
 
 
 class _ProbeWanted:
-    __slots__ = ("backoff", "deadline", "keep_at", "next_try", "ready", "requested")
+    __slots__ = ("backoff", "deadline", "in_work", "keep_at", "next_try", "ready", "requested")
 
     def __init__(
-        self, requested: float, deadline: float | None, keep_at: Path | None = None
+        self,
+        requested: float,
+        deadline: float | None,
+        keep_at: Path | None = None,
+        *,
+        in_work: bool = False,
     ) -> None:
         self.requested = requested
         self.deadline = deadline
         # A periodic checkpoint: the check's walk, kept and written here (the program runs on).
         self.keep_at = keep_at
+        # The check that follows one made during start-up: taken only once the work has begun
+        # (see Engine._in_work).
+        self.in_work = in_work
         # A walk that met a value needing a later line (WaitForSafePoint) tries again from then.
         self.next_try = 0.0
         self.backoff = _BACKOFF_FIRST
@@ -238,6 +249,8 @@ class Engine:
         self._probing_until: float | None = None  # set while a check walks the state
         self._probe_walked = 0  # bytes a check that was stopped had pickled
         self._probe_budget = probe_budget
+        #: Whether this process has taken a check once its work had begun (_check_again_in_work).
+        self._work_checked = False
         self._rehearse = rehearse
         self.armed = False
 
@@ -497,6 +510,8 @@ class Engine:
             self._probe_waits(wanted, [position], back_off=False)
             self._listen_outside_obstacle(frame)
             return
+        if wanted.in_work and not self._in_work(position, wanted):
+            return  # still starting: the check waits for the work's first pause point
         self._probe = None
         if wanted.keep_at is not None and self._group is not None:
             self._group_checkpoint(frame, position, wanted, self._group)
@@ -550,6 +565,37 @@ class Engine:
             )
         if report is not None:
             self._notify(report)
+            self._check_again_in_work(wanted, position)
+
+    # -- the check once the work has begun --------------------------------------------------
+
+    def _in_work(self, chain: Sequence[FrameType], wanted: _ProbeWanted) -> bool:
+        """Whether the program's work has begun at this safe point: a library's loop has called
+        back into the script (a script frame inside a library frame: ``trainer.train()``
+        calling a callback), a frame of the script's own code is inside a loop (``for`` or
+        ``while``), or :data:`IN_WORK_WAIT_S` have passed since the check was wanted."""
+        user = self.context.user_code.is_user_code
+        inside_library = False
+        for f in reversed(chain):  # outermost first
+            if not user(f.f_code):
+                inside_library = True
+            elif inside_library or _frames.in_loop(f.f_code, f.f_lasti):
+                return True
+        return self._clock() - wanted.requested >= IN_WORK_WAIT_S
+
+    def _check_again_in_work(self, done: _ProbeWanted, chain: Sequence[FrameType]) -> None:
+        """The process's first check is usually taken during start-up (the imports), before
+        the objects a training run holds exist (a writer, a trainer, a loader's iterator):
+        one more is taken as soon as the work has begun (:meth:`_in_work`), then the node's
+        schedule goes on (every ``capture_probe_every_s``)."""
+        if self._work_checked or done.keep_at is not None or self._group is not None:
+            return  # (a rank's checks are the launcher's to ask: every rank's at once)
+        self._work_checked = True
+        if done.in_work or self._in_work(chain, _ProbeWanted(self._clock(), None)):
+            return  # this one already was
+        with self._lock:
+            if self._probe is None and self._request is None and not self._capturing:
+                self._probe = _ProbeWanted(self._clock(), None, in_work=True)
 
     def _probe_waits(
         self,
@@ -567,6 +613,8 @@ class Engine:
                 self._probe = wanted
         if back_off:
             wanted.wait(self._clock(), ready)
+        if wanted.in_work:
+            return  # the runtime's own follow-up: no node waits on it, nothing to explain
         records = [ProblemRecord(**p.to_dict()) for p in problems]
         current = frozenset((p.name, p.type_name, p.reason) for p in records)
         if current != self._probe_reported:

@@ -28,6 +28,7 @@ __all__ = [
     "direct_caller",
     "forwarded_call_depth",
     "forwarded_continuation",
+    "in_loop",
     "local_slot_count",
     "read_slots_and_stack",
     "slot_address",
@@ -67,6 +68,14 @@ _PTR: Final = ctypes.sizeof(ctypes.c_void_p)
 LAYOUT: Final = _LAYOUTS.get(sys.version_info[:2])
 
 _nlocalsplus_cache: dict[int, tuple[CodeType, int]] = {}
+_loops_cache: dict[int, tuple[CodeType, tuple[tuple[int, int], ...]]] = {}
+#: Backward jumps that close a loop (3.11 also has conditional ones; the no-interrupt one is a
+#: ``yield from``'s, no loop of the program's).
+_LOOP_JUMPS: Final = frozenset(
+    op
+    for name, op in dis.opmap.items()
+    if "JUMP_BACKWARD" in name and name != "JUMP_BACKWARD_NO_INTERRUPT"
+)
 
 
 def _iframe(frame: FrameType) -> int:
@@ -258,3 +267,17 @@ def slot_address(frame: FrameType, index: int) -> int | None:
     if index >= ctypes.c_int.from_address(base + layout.stacktop).value:
         return None
     return ctypes.c_void_p.from_address(base + layout.localsplus + index * _PTR).value or 0
+
+
+def in_loop(code: CodeType, offset: int) -> bool:
+    """Whether the instruction at ``offset`` lies inside a loop of ``code`` (``for`` or
+    ``while``: between a backward jump's target and the jump itself)."""
+    cached = _loops_cache.get(id(code))
+    if cached is None or cached[0] is not code:
+        ranges = tuple(
+            (int(i.argval), i.offset)
+            for i in dis.get_instructions(code)
+            if i.opcode in _LOOP_JUMPS and isinstance(i.argval, int)
+        )
+        cached = _loops_cache[id(code)] = (code, ranges)
+    return any(start <= offset <= end for start, end in cached[1])
