@@ -122,7 +122,11 @@ def _same_value(a: Any, b: Any, where: str) -> list[str]:
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         if len(a) != len(b):
             return [f"{where}: lengths differ"]
-        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _same_value(x, y, f"{where}[{i}]")]
+        return [
+            d
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for d in _same_value(x, y, f"{where}[{i}]")
+        ]
     if hasattr(a, "__dict__") and type(a) is type(b) and not isinstance(a, type):
         return _same_value(vars(a), vars(b), where)
     try:
@@ -175,7 +179,11 @@ def _relative(value: Any, root: Path) -> Any:
     if isinstance(value, dict):
         return {k: _relative(v, root) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(_relative(v, root) for v in value) if type(value) in (list, tuple) else value
+        return (
+            type(value)(_relative(v, root) for v in value)
+            if type(value) in (list, tuple)
+            else value
+        )
     return value
 
 

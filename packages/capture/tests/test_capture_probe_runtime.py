@@ -220,8 +220,6 @@ def test_a_check_during_start_up_is_followed_by_one_once_the_work_has_begun(
     assert not first.get("problems") and first["where"] == "job.py:7 in <module>", first
     second = job.control.events_until({"probe"})[-1]  # not asked for: the runtime's own
     assert second["where"] == "job.py:9 in <module>", second
-    assert [(p["name"], p["type_name"]) for p in second["problems"]] == [
-        ("held", "socket.socket")
-    ]
+    assert [(p["name"], p["type_name"]) for p in second["problems"]] == [("held", "socket.socket")]
     returncode, out = job.finish()
     assert returncode == 0 and out == plain(tmp_path)

@@ -83,7 +83,9 @@ graphs = st.lists(
         st.lists(
             st.tuples(
                 st.sampled_from(["a", "b", "step", "sync"]),
-                st.one_of(st.integers(), st.booleans(), st.tuples(st.just("ref"), st.integers(0, 7))),
+                st.one_of(
+                    st.integers(), st.booleans(), st.tuples(st.just("ref"), st.integers(0, 7))
+                ),
             ),
             max_size=4,
         ),

@@ -523,3 +523,28 @@ def test_bad_inputs_are_clear(portal: PortalCli) -> None:
 def test_bad_job_names(portal: PortalCli, name: str) -> None:
     result = portal("run", "--name", name, "exits.py", "0")
     assert result.returncode != 0 and "job name" in result.stderr
+
+
+def test_a_resumed_script_that_fails_at_once_is_failed_by_its_own_error(
+    portal: PortalCli, tmp_path: Any
+) -> None:
+    """The restore completed; the script's own next line raised, sooner than the node heard the
+    runtime's greeting: the job is failed with the script's error (not suspended, not blamed on
+    the restore), and explain lists the attempt that failed."""
+    flag = tmp_path / "fail-now"
+    job = portal("run", "--detach", "--name", "soon", "fails_when.py", str(flag)).stdout.strip()
+    portal.wait_for_output(job, "step 3")
+    portal("notice", job)
+    assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
+    flag.write_text("")
+    resumed = portal("resume", "soon")
+    assert resumed.returncode == 1, resumed.stderr
+    assert "RuntimeError: boom from the resumed script" in resumed.stderr
+    status = json.loads(portal("status", "soon", "--json").stdout)
+    assert status["state"] == "failed", status
+    assert status["error"] == "RuntimeError: boom from the resumed script", status
+    assert [a["state"] for a in status["attempts"]][-1] != "suspended"
+    assert "restore" not in portal("status", "soon").stdout
+    explain = portal("explain", "soon").stdout
+    assert "resuming: resuming from checkpoint" in explain, explain
+    assert "failed: the script ended with exit code 1" in explain, explain

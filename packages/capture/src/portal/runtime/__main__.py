@@ -28,7 +28,7 @@ from portal.core.errors import PortalError
 from portal.runtime.control import CONTROL_ENV
 from portal.runtime.group import LauncherError, resume_group, run_group, torchrun_refusal
 from portal.runtime.launcher import GRACE_ENV, resume_script, run_script
-from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED, take_secret
+from portal.runtime.protocol import EXIT_PAUSED, EXIT_REFUSED, take_restored_mark, take_secret
 from portal.runtime.rankset import is_rank_set
 
 CHECKPOINT_ENV = "PORTAL_RUNTIME_CHECKPOINT"
@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     take_secret()  # out of the environment before the capture reads its baseline
+    take_restored_mark()
     options = _parser().parse_args(argv)
     refusal = torchrun_refusal()
     if refusal is not None:

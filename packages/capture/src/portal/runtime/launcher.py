@@ -9,6 +9,7 @@ with ``n``.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import gc
 import os
 import sys
@@ -16,6 +17,7 @@ import traceback
 import types
 from collections.abc import Callable
 from importlib.machinery import SourceFileLoader
+from pathlib import Path
 from types import CodeType
 from typing import Any, Final
 
@@ -35,6 +37,7 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.runtime import _early
 from portal.runtime._rt import rt
 from portal.runtime.control import CONTROL_ENV, ControlChannel
+from portal.runtime.protocol import take_restored_mark
 from portal.runtime.rankset import part_span
 
 __all__ = ["GRACE_ENV", "PROBE_BUDGET_ENV", "resume_script", "run_script"]
@@ -262,6 +265,7 @@ def resume_script(
     except Exception as exc:
         raise _restore_failed(checkpoint_in, exc) from exc
     del image  # its buffers now belong to the restored objects
+    _mark_restored()
     context = CaptureContext(
         user_code=UserCode(header.script),
         main_namespace=restored.main_namespace,
@@ -282,6 +286,15 @@ def resume_script(
         return _execute(restored.module_code, restored.main_namespace)
     finally:
         _finish(engine)
+
+
+def _mark_restored() -> None:
+    """Tell the node the restore is complete (:data:`RESTORED_ENV`): whatever fails from here
+    on is the program's own."""
+    mark = take_restored_mark()
+    if mark:
+        with contextlib.suppress(OSError):  # the node then blames the restore: no worse
+            Path(mark).touch()
 
 
 def _restore_failed(path: str, exc: BaseException) -> CheckpointRestoreError:

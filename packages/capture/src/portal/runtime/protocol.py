@@ -22,6 +22,7 @@ from portal.core.wire import Wire, encode
 __all__ = [
     "EXIT_PAUSED",
     "EXIT_REFUSED",
+    "RESTORED_ENV",
     "SECRET_ENV",
     "Abandoned",
     "Cancel",
@@ -43,6 +44,7 @@ __all__ = [
     "decode_runtime_event",
     "decode_runtime_request",
     "encode",
+    "take_restored_mark",
     "take_secret",
 ]
 
@@ -121,6 +123,21 @@ def take_secret(environ: MutableMapping[str, str] | None = None) -> str:
     if not _taken:
         _taken.append((os.environ if environ is None else environ).pop(SECRET_ENV, ""))
     return _taken[0]
+
+
+#: The node names a file here when it starts a resume; the runtime creates it once the restore
+#: is complete, before any line of the program runs. A resumed process that fails after that
+#: failed in the program's own code, however soon: the node need not have heard its greeting.
+RESTORED_ENV: Final = "PORTAL_RUNTIME_RESTORED"
+_restored_mark: list[str] = []
+
+
+def take_restored_mark(environ: MutableMapping[str, str] | None = None) -> str:
+    """The file to create once restored (:data:`RESTORED_ENV`), removed from the environment
+    the first time (the program never sees it); "" when none."""
+    if not _restored_mark:
+        _restored_mark.append((os.environ if environ is None else environ).pop(RESTORED_ENV, ""))
+    return _restored_mark[0]
 
 
 # --- events (runtime -> node), tagged on "event" -----------------------------------------------

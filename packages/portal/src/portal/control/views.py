@@ -62,6 +62,7 @@ EXPLAINED = frozenset(
         "notice-withdrawn",
         "node-died",
         "resuming",
+        "failed",  # a resume whose script then failed (its error: status's ``error``)
         "reported-late",
         "silent",
         "machine-check",

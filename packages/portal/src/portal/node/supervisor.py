@@ -49,6 +49,7 @@ from portal.providers.local import NOTICE_DIR_ENV, withdraw_all
 from portal.runtime.protocol import (
     EXIT_PAUSED,
     EXIT_REFUSED,
+    RESTORED_ENV,
     SECRET_ENV,
     Abandoned,
     Checkpointed,
@@ -142,6 +143,8 @@ class Node:
         self._problems_seen: set[str] = set()
         self._notes_seen: set[str] = set()  # the restore's notes, reported once per attempt
         self._resume_image: Path | None = None  # the decrypted checkpoint, until loaded
+        #: Made by the runtime once a resume's restore is complete (protocol.RESTORED_ENV).
+        self._restored_mark = self.dir / "restored"
         self._pause_over = False  # the runtime abandoned or failed the notice's pause
         self._impostor_told = False
         self._sources: list[
@@ -355,6 +358,9 @@ class Node:
         env[NOTICE_DIR_ENV] = str(self.paths.notices)
         secret = secrets.token_hex(16)  # the runtime's greeting proves it is the one started here
         env[SECRET_ENV] = secret
+        self._restored_mark.unlink(missing_ok=True)
+        if self.resume_from is not None:  # the runtime says here when its restore is complete
+            env[RESTORED_ENV] = str(self._restored_mark)
         sources = open_sources(
             self.plane.plugins,
             clock=self.clock,
@@ -620,7 +626,7 @@ class Node:
             )
 
     def _drop_resume_image(self) -> None:
-        if self._resume_image is not None:
+        if self._resume_image is not None and not self._restored_mark.exists():
             self._resume_image.unlink(missing_ok=True)
             self._resume_image = None
 
@@ -683,13 +689,16 @@ class Node:
             return "its pause (the checkpoint being written)"
         if self._periodic.asked is not None:
             return "a periodic checkpoint"
-        if self._resume_image is not None:
+        if self._resume_image is not None and not self._restored_mark.exists():
+            # Restored (the runtime's mark) but not greeted yet: the program's own line failed,
+            # however soon after the resume.
             return "its restore from the checkpoint"
         return None
 
     def _finish(self, code: int) -> int:
         now = self.clock.now()
         during = self._writing() if code not in (0, EXIT_PAUSED, EXIT_REFUSED) else None
+        self._restored_mark.unlink(missing_ok=True)
         self._drop_resume_image()
         self._periodic.discard()  # the attempt is over: its own end decides what is kept
         for partial in partial_files(self.checkpoint_path):  # a writer killed mid-file
