@@ -6,7 +6,8 @@ Prints three tables:
    control channel with its watcher thread) in the same process, as a CPU-time ratio
    (target: <= 1.01);
 2. notice -> safe point latency, p50/p99, for SIGTERM and for a node request over the control
-   socket (target p99 <= 5 ms), measured from the sender's clock to the safe point's;
+   socket (target p99 <= 5 ms), measured from the sender's clock to the safe point's, in a
+   loop of the script's own and in one of an installed library's (a framework's loop);
 3. capture + serialize (+ write) time against state size, in process.
 """
 
@@ -126,9 +127,29 @@ def idle_overhead(work: Path, rounds: int) -> list[tuple[str, float, float, floa
     return rows
 
 
-def latency(work: Path, trials: int, via: str) -> list[float]:
+#: The same busy loop in an installed library's function (a framework's training loop): its
+#: frames have safe points too (portal.capture.libraries).
+BUSY_LIBRARY = """
+from spinlib import spin
+print("ready", flush=True)
+spin()
+"""
+SPIN_LIBRARY = """
+def spin():
+    x = 0
+    while True:
+        x += 1
+"""
+
+
+def latency(work: Path, trials: int, via: str, *, in_library: bool = False) -> list[float]:
     script = work / "busy.py"
-    script.write_text(BUSY)
+    script.write_text(BUSY_LIBRARY if in_library else BUSY)
+    env = dict(os.environ)
+    if in_library:  # outside the script's directory: a library, not the user's own module
+        library = Path(tempfile.mkdtemp(prefix="pbenchlib", dir="/tmp"))
+        (library / "spinlib.py").write_text(SPIN_LIBRARY)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(library), env.get("PYTHONPATH")]))
     results = []
     for i in range(trials):
         sock = str(work / f"l{i}.sock")
@@ -138,6 +159,7 @@ def latency(work: Path, trials: int, via: str) -> list[float]:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=work,
+            env=env,
         )
         conn = _connect(proc, sock)
         assert proc.stdout is not None
@@ -240,11 +262,17 @@ def main() -> None:
             print(f"   {name:<14} {p:>10.4f} {a:>10.4f} {r:>7.3f} {rm:>14.3f}")
         trials = 15 if options.quick else 50
         print(f"\n2. Notice -> safe point latency ({trials} trials each, busy pure-Python loop)")
-        print(f"   {'via':<14} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
-        for via in ("sigterm", "node"):
-            lat = latency(work, trials, via)
+        print(f"   {'via':<18} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9}")
+        for via, in_library in (
+            ("sigterm", False),
+            ("node", False),
+            ("sigterm", True),
+            ("node", True),
+        ):
+            lat = latency(work, trials, via, in_library=in_library)
+            label = f"{via}{' (library)' if in_library else ''}"
             print(
-                f"   {via:<14} {_pct(lat, 0.5) * 1e3:>9.2f} {_pct(lat, 0.99) * 1e3:>9.2f} "
+                f"   {label:<18} {_pct(lat, 0.5) * 1e3:>9.2f} {_pct(lat, 0.99) * 1e3:>9.2f} "
                 f"{max(lat) * 1e3:>9.2f}"
             )
         print("\n3. Capture + serialize, and write (fsync'd), vs state size (best of 3)")

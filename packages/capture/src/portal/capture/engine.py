@@ -521,7 +521,7 @@ class Engine:
             if done is not None:  # else it waits, or a writer thread reports once it is whole
                 self._notify(done)
             return
-        at = where(frame)
+        at = where(frame, self.context.user_code.is_user_code)
         started = time.monotonic()
         report: ProbeReport | None = None
         timer = threading.Timer(self._probe_budget, self._probe_time_up)
@@ -638,7 +638,7 @@ class Engine:
             with contextlib.suppress(Exception):
                 stream.flush()
         stdout_bytes, stderr_bytes = output_file_size(1), output_file_size(2)
-        at = where(frame)
+        at = where(frame, self.context.user_code.is_user_code)
         started = time.monotonic()
         try:
             try:

@@ -10,7 +10,8 @@ generator partway, a call through C), which only delays the pause.
 from __future__ import annotations
 
 import os
-from types import FrameType
+from collections.abc import Callable
+from types import CodeType, FrameType
 from typing import Any, Literal
 
 import attrs
@@ -53,7 +54,17 @@ def describe_type(value: object) -> str:
     return name if module in (None, "builtins") else f"{module}.{name}"
 
 
-def where(frame: FrameType) -> str:
-    """``file.py:LINE in function``, as a problem's location."""
+def where(frame: FrameType, is_user_code: Callable[[CodeType], bool] | None = None) -> str:
+    """``file.py:LINE in function``, as a problem's location. With ``is_user_code``, a library's
+    frame also names the script's line it runs under (``trainer.py:2334 in
+    get_batch_samples, under train.py:42``): the line the user wrote, ``trainer.train()``."""
     code = frame.f_code
-    return f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"
+    text = f"{os.path.basename(code.co_filename)}:{frame.f_lineno} in {code.co_name}"
+    if is_user_code is None or is_user_code(code):
+        return text
+    outer = frame.f_back
+    while outer is not None and not is_user_code(outer.f_code):
+        outer = outer.f_back
+    if outer is None:
+        return text
+    return f"{text}, under {os.path.basename(outer.f_code.co_filename)}:{outer.f_lineno}"

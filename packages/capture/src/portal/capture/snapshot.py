@@ -437,7 +437,15 @@ def take_snapshot(
             )
         except Exception as exc:
             slots: list[HeldSlot | None] = []
-            problems = diagnose(snapshot, chain, namespaces, reducers, exc, held=slots)
+            problems = diagnose(
+                snapshot,
+                chain,
+                namespaces,
+                reducers,
+                exc,
+                held=slots,
+                is_user_code=ctx.user_code.is_user_code,
+            )
             # A value that only needs a later line (WaitForSafePoint) delays the pause like a
             # position does; whatever else is wrong is named once that has passed.
             waiting = [p for p in problems if p.kind == "position"]
@@ -454,7 +462,7 @@ def take_snapshot(
         argv=list(sys.argv),
         cwd=os.getcwd(),
         created=time.time(),
-        paused_at=where(frame),
+        paused_at=where(frame, ctx.user_code.is_user_code),
         safe_point_time=safe_point_time,
         requested_time=requested_time,
         imports=_imports_to_replay(namespaces),
@@ -502,6 +510,7 @@ def diagnose(
     *,
     budget: int = 2000,
     held: list[HeldSlot | None] | None = None,
+    is_user_code: Callable[[CodeType], bool] | None = None,
 ) -> list[Problem]:
     """Name each value of ``snapshot`` that cannot be pickled, as the script knows it.
 
@@ -511,8 +520,9 @@ def diagnose(
 
     :param held: receives, for each root that fails, the frame slot holding it (None for a
         global or an extension's state): see :mod:`portal.capture.held`.
+    :param is_user_code: names, for a library's frame, the script's line it runs under.
     """
-    innermost_where = where(chain[0]) if chain else "?"
+    innermost_where = where(chain[0], is_user_code) if chain else "?"
     seen: set[int] = set()
     problems: list[Problem] = []
     remaining = [budget]
@@ -549,7 +559,7 @@ def diagnose(
     roots: list[tuple[str, object, str, HeldSlot | None]] = []
     frames_by_record = list(reversed(chain))  # outermost first, like snapshot.frames
     for record, frame in reversed(list(zip(snapshot.frames, frames_by_record, strict=True))):
-        at = where(frame)
+        at = where(frame, is_user_code)
         names = [record.code._varname_from_oparg(i) for i in range(len(record.slots))]  # type: ignore[attr-defined]
         for index, (name, value) in enumerate(zip(names, record.slots, strict=True)):
             if value is NULL:
