@@ -33,3 +33,31 @@ def test_a_relative_module_file_is_a_librarys_not_the_users(
     names = [name for name, _ in UserCode(str(script)).user_modules()]
     assert "helper" in names
     assert "fake_torch_ops" not in names
+
+
+def test_which_frames_are_carried(tmp_path: Path) -> None:
+    """The script's and its libraries' frames are carried (a framework's loop); never Portal's
+    own, code without a source file, or the standard library's modules that hold the process's
+    own resources while they run."""
+    import calendar
+    import concurrent.futures.thread
+    import json.decoder
+    import subprocess
+
+    import portal.capture.engine
+
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    code = UserCode(str(script))
+    assert code.is_carried_file(str(script))
+    assert code.is_carried_file(calendar.__file__)
+    assert code.is_carried_file(json.decoder.__file__)
+    assert code.is_carried_file(pytest.__file__)  # an installed library
+    assert not code.is_carried_file(portal.capture.engine.__file__)
+    assert not code.is_carried_file("<string>")
+    assert not code.is_carried_file("<frozen importlib._bootstrap>")
+    assert code.os_bound_module(subprocess.__file__) == "subprocess"
+    assert code.os_bound_module(concurrent.futures.thread.__file__) == "concurrent"
+    assert not code.is_carried_file(subprocess.__file__)
+    assert not code.is_carried_file(concurrent.futures.thread.__file__)
+    assert code.os_bound_module(calendar.__file__) is None

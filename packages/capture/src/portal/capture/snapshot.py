@@ -212,10 +212,17 @@ def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | 
         if not ctx.user_code.is_carried_code(code):
             if ctx.user_code.is_portal_file(code.co_filename):
                 return _portal_at_work(f)
+            bound = ctx.user_code.os_bound_module(code.co_filename)
             return _position_problem(
                 code.co_qualname,
                 "library code",
-                f"code with no source file ({code.co_filename}) is running between the "
+                (
+                    f"the standard library's {bound} is running ({code.co_qualname}: it holds "
+                    "the process's own files, processes, sockets or threads while it runs); "
+                    "the pause waits until it returns"
+                )
+                if bound is not None
+                else f"code with no source file ({code.co_filename}) is running between the "
                 "script's frames; the pause waits until it returns",
                 f,
             )

@@ -10,7 +10,9 @@ Safe points are wider than the user's code: most training runs inside a framewor
 a source file, the script's or an installed library's (:mod:`portal.capture.libraries` records
 which library code a checkpoint carries and refuses a resume where it differs). Never carried:
 Portal's own code (the engine, the runtime), and code with no file of its own (``exec`` of a
-string, the frozen import machinery), which no new machine can be shown to have.
+string, the frozen import machinery), which no new machine can be shown to have; and the
+standard library's modules that hold the process's own resources while they run
+(:data:`OS_BOUND_STDLIB`: ``subprocess``, ``socket``, ``threading``, ``tempfile``...).
 """
 
 from __future__ import annotations
@@ -21,9 +23,49 @@ import sysconfig
 import types
 from types import CodeType
 
-__all__ = ["UserCode"]
+__all__ = ["OS_BOUND_STDLIB", "UserCode"]
 
 _LIBRARY_DIRS = ("site-packages", "dist-packages")
+#: Standard-library modules whose functions hold the process's own resources in their locals
+#: while they run (file descriptors as numbers, child processes, sockets, threads, locks, an
+#: import in progress): a frame of theirs is never carried, the pause waits until it returns
+#: (they return soon, or hand the program what it then holds itself, which is checked as any
+#: value is).
+OS_BOUND_STDLIB = frozenset(
+    {
+        "asyncio",
+        "concurrent",
+        "ftplib",
+        "http",
+        "imaplib",
+        "importlib",
+        "logging",
+        "mailbox",
+        "mmap",
+        "multiprocessing",
+        "os",
+        "pty",
+        "queue",
+        "selectors",
+        "shutil",
+        "signal",
+        "smtplib",
+        "socket",
+        "socketserver",
+        "sqlite3",
+        "ssl",
+        "subprocess",
+        "tempfile",
+        "threading",
+        "urllib",
+        "xmlrpc",
+        "zipfile",
+        "tarfile",
+        "gzip",
+        "bz2",
+        "lzma",
+    }
+)
 
 
 def _portal_root() -> str:
@@ -44,6 +86,15 @@ class UserCode:
         prefixes.update(p for p in sysconfig.get_paths().values() if p)
         self._excluded = tuple(
             sorted({os.path.realpath(p) + os.sep for p in prefixes} | {_PORTAL_ROOT})
+        )
+        self._stdlib = tuple(
+            sorted(
+                {
+                    os.path.realpath(p) + os.sep
+                    for key in ("stdlib", "platstdlib")
+                    if (p := sysconfig.get_paths().get(key))
+                }
+            )
         )
         self._files: dict[str, bool] = {}
         self._carried: dict[str, bool] = {}
@@ -83,9 +134,23 @@ class UserCode:
             not filename.startswith("<")
             and os.path.isabs(filename)
             and not self.is_portal_file(filename)
+            and self.os_bound_module(filename) is None
         )
         self._carried[filename] = result
         return result
+
+    def os_bound_module(self, filename: str) -> str | None:
+        """The standard-library module of :data:`OS_BOUND_STDLIB` that ``filename`` belongs
+        to (``subprocess``, ``concurrent``...), or None."""
+        real = os.path.realpath(filename)
+        for root in self._stdlib:
+            if real.startswith(root):
+                rest = real[len(root) :].split(os.sep)
+                if rest[0] in _LIBRARY_DIRS:
+                    return None
+                top = rest[0].removesuffix(".py")
+                return top if top in OS_BOUND_STDLIB else None
+        return None
 
     def is_portal_file(self, filename: str) -> bool:
         """Portal's own code (the engine, the runtime): its frames are Portal at work between
