@@ -177,7 +177,12 @@ TORCH_WHEELS = Path(os.environ.get("PORTAL_TORCH_WHEELS", "/opt/wheels"))
 #: The training frameworks capture's tests pause inside (test_capture_frameworks_real.py), from
 #: the registry. Not an extra of portal-capture: every extra is installed before torch, and these
 #: need torch, which must be the local CPU build (they would pull a CUDA one).
-FRAMEWORK_PINS = ["accelerate==1.16.0", "transformers==5.25.0", "lightning==2.6.6"]
+FRAMEWORK_PINS = [
+    "accelerate==1.16.0",
+    "transformers==5.25.0",
+    "lightning==2.6.6",
+    "tensorboard==2.21.0",
+]
 
 
 def _install_local_torch(session: nox.Session) -> bool:

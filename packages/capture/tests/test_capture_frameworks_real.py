@@ -1,6 +1,7 @@
 """The real frameworks' training loops, paused at random moments mid-epoch and resumed in a new
 process: Hugging Face ``Trainer.train()``, Lightning ``Trainer.fit()`` and a loop over
-``accelerator.prepare(loader)``, from the registry (pinned in noxfile.py's ``FRAMEWORK_PINS``,
+``accelerator.prepare(loader)``, and HF's with ``report_to="tensorboard"`` (a SummaryWriter: a
+writer thread and its queue), from the registry (pinned in noxfile.py's ``FRAMEWORK_PINS``,
 installed after the local CPU torch so no CUDA build is pulled; Python 3.11 only, where that torch
 is). The programs (``corpus/frameworks``) are written in the shape people use them: a model from
 a config, synthetic data, gradient accumulation, an LR scheduler, the frameworks' own logs and
@@ -43,8 +44,9 @@ MOMENTS = int(os.environ.get("PORTAL_FRAMEWORK_MOMENTS", "10" if ALL else "1"))
 
 
 class Framework(NamedTuple):
-    name: str  # the folder under corpus/frameworks
-    module: str  # what must be importable
+    name: str
+    folder: str  # the program's, under corpus/frameworks
+    modules: tuple[str, ...]  # what must be importable
     args: tuple[str, ...]  # the program's arguments (a per-step delay first)
     steps: int  # lines a whole run prints per step, in all
     step_line: bytes  # how a step's line starts
@@ -52,9 +54,29 @@ class Framework(NamedTuple):
 
 
 FRAMEWORKS = [
-    Framework("hf_trainer", "transformers", ("0.05",), 25, b"log ", ("out",)),
-    Framework("lightning_fit", "lightning", ("0.03",), 48, b"batch ", ("logs", "ckpts")),
-    Framework("accelerate_loop", "accelerate", ("0.02",), 39, b"step ", ("state",)),
+    Framework("hf_trainer", "hf_trainer", ("transformers",), ("0.05",), 25, b"log ", ("out",)),
+    # report_to tensorboard: a SummaryWriter (a writer thread and its queue) in the trainer
+    Framework(
+        "hf_trainer_tensorboard",
+        "hf_trainer",
+        ("transformers", "tensorboard"),
+        ("0.05", "tensorboard"),
+        25,
+        b"log ",
+        ("out", "tb"),
+    ),
+    Framework(
+        "lightning_fit",
+        "lightning_fit",
+        ("lightning",),
+        ("0.03",),
+        48,
+        b"batch ",
+        ("logs", "ckpts"),
+    ),
+    Framework(
+        "accelerate_loop", "accelerate_loop", ("accelerate",), ("0.02",), 39, b"step ", ("state",)
+    ),
 ]
 _CHOSEN = {f.name for f in FRAMEWORKS} if ALL else {random.Random(SEED).choice(FRAMEWORKS).name}
 REPORT: list[dict[str, Any]] = []
@@ -63,7 +85,7 @@ REPORT: list[dict[str, Any]] = []
 def _skip(framework: Framework) -> str | None:
     if sys.version_info[:2] != (3, 11):
         return "the frameworks run on Python 3.11 only (the local CPU torch's)"
-    for module in ("torch", framework.module):
+    for module in ("torch", *framework.modules):
         if importlib.util.find_spec(module) is None:
             return (
                 f"{module} is not installed: pip install torch==2.13.0 first (the CPU build), "
@@ -85,12 +107,13 @@ def _env() -> dict[str, str]:
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "TENSORBOARD_LOGGING_DIR": "tb",  # HF's default names the run by the clock
     }
 
 
 def _job(framework: Framework, where: Path) -> Path:
     job = where / framework.name
-    shutil.copytree(PROGRAMS / framework.name, job)
+    shutil.copytree(PROGRAMS / framework.folder, job)
     return job
 
 
@@ -156,9 +179,12 @@ def _same_artifacts(reference: Path, resumed: Path, folders: tuple[str, ...]) ->
     differences = []
     for folder in folders:
         a, b = reference / folder, resumed / folder
-        names_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
-        names_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
-        if not names_a:
+        names_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if _compared(p))
+        names_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if _compared(p))
+        events_a, events_b = _events(a), _events(b)
+        if events_a != events_b:
+            differences.append(f"{folder}: TensorBoard events differ")
+        if not names_a and not events_a:
             differences.append(f"{folder}: the reference wrote nothing")
         if names_a != names_b:
             differences.append(f"{folder}: files differ: {names_a} != {names_b}")
@@ -170,6 +196,34 @@ def _same_artifacts(reference: Path, resumed: Path, folders: tuple[str, ...]) ->
                 f"{folder}/{name}",
             )
     return differences
+
+
+def _compared(path: Path) -> bool:
+    """A file compared by its contents: an event file is named by its writer's clock, host and
+    pid, and holds wall times (compared by :func:`_events`)."""
+    return path.is_file() and not path.name.startswith("events.out.tfevents.")
+
+
+_TIMINGS = ("train_runtime", "_per_second")
+
+
+def _events(folder: Path) -> list[tuple[str, str, int, float]]:
+    """Every scalar a folder's TensorBoard event files hold: (run, tag, step, value), in the
+    order written (the files by name, which begins with their writer's start time)."""
+    files = sorted(folder.rglob("events.out.tfevents.*"), key=lambda p: (p.parent, p.name))
+    if not files:
+        return []
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    found = []
+    for path in files:
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag.endswith(_TIMINGS):
+                    continue  # wall times (HF's closing train_runtime, samples per second)
+                number = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
+                found.append((str(path.parent.relative_to(folder)), value.tag, event.step, number))
+    return found
 
 
 def _relative(value: Any, root: Path) -> Any:

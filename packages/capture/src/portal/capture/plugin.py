@@ -25,6 +25,7 @@ from portal.capture.extensions import (
     tensors,
     torch_state,
     workdir,
+    writers,
 )
 from portal.core.hookspecs import hookimpl
 from portal.core.specs import CaptureExtensionSpec, SerializerSpec
@@ -63,4 +64,5 @@ def portal_serializers() -> list[SerializerSpec]:
         *stdlib_objects.serializer_specs(),
         *files.serializer_specs(),
         *frameworks.serializer_specs(),
+        *writers.serializer_specs(),
     ]

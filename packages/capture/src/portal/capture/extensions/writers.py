@@ -1,0 +1,92 @@
+"""Event writers that own a thread: TensorBoard's event file writer, as ``SummaryWriter`` (torch's
+``torch.utils.tensorboard``, and Hugging Face's and Lightning's TensorBoard loggers through it)
+holds one.
+
+An ``EventFileWriter`` writes through a queue and a daemon thread (``_AsyncWriter``): the queue's
+locks, the thread and the open event file are the process's own, so pickle refuses it and a
+training script holding a ``SummaryWriter`` in a global never reached a pause. It travels as
+what it writes to instead: at the pause the queue is flushed (everything added so far is in the
+file, which travels with the working directory), and the resumed process makes the writer again
+around the *same* event file, opened for appending, with the same queue size and flush interval.
+TensorBoard then reads one file holding every event, as an uninterrupted run leaves it.
+
+A file that is not there at the resume (its log directory was outside the job's working
+directory, and the job moved to a new machine) gets a new event file in the same directory, as a
+new writer would make.
+
+The rebuild function's name is part of the checkpoint format: do not rename it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from portal.capture.restoring import after_restore
+from portal.core.specs import SerializerSpec
+
+__all__ = ["reduce_event_file_writer", "serializer_specs"]
+
+_TENSORBOARD_WRITER = "tensorboard.summary.writer.event_file_writer.EventFileWriter"
+
+
+def reduce_event_file_writer(writer: Any) -> Any:
+    """Flush, then travel as (type, log dir, event file, queue size, flush interval)."""
+    async_writer = writer._async_writer
+    if async_writer._closed:
+        raise TypeError(
+            f"cannot carry a closed TensorBoard event writer ({writer._file_name}): "
+            "drop the reference to it (or make a new SummaryWriter) before the pause"
+        )
+    writer.flush()  # every event added so far is in the file, which travels with the directory
+    return (
+        rebuild_event_file_writer,
+        (
+            type(writer),
+            writer._logdir,
+            writer._file_name,
+            async_writer._byte_queue.maxsize,
+            async_writer._worker._flush_secs,
+        ),
+    )
+
+
+def rebuild_event_file_writer(
+    cls: type, logdir: str, file_name: str, max_queue: int, flush_secs: float
+) -> Any:
+    """The writer again, appending to its event file once the working directory is back."""
+    writer = cls.__new__(cls)
+
+    def reopen() -> None:
+        from tensorboard.summary.writer.event_file_writer import _AsyncWriter
+        from tensorboard.summary.writer.record_writer import RecordWriter
+
+        from portal.capture.extensions.workdir import relocate
+
+        # A relative path stays as the program gave it (the working directory is back): a
+        # SummaryWriter keys its sub-writers (add_scalars) by the log dir's text.
+        path, directory = (p if not os.path.isabs(p) else relocate(p) for p in (file_name, logdir))
+        if not os.path.exists(path):  # the file stayed on the old machine: a new one here
+            fresh = cls(directory, max_queue, flush_secs)
+            writer.__dict__.update(fresh.__dict__)
+            return
+        writer._logdir = directory
+        writer._file_name = path
+        writer._general_file_writer = open(path, "ab")  # noqa: SIM115 (the writer's to close)
+        writer._async_writer = _AsyncWriter(
+            RecordWriter(writer._general_file_writer), max_queue, flush_secs
+        )
+
+    after_restore(reopen)
+    return writer
+
+
+def serializer_specs() -> list[SerializerSpec]:
+    return [
+        SerializerSpec(
+            name="capture_writers",
+            reducers={_TENSORBOARD_WRITER: reduce_event_file_writer},
+            description="TensorBoard event writers (a SummaryWriter's): flushed, re-made "
+            "appending to the same event file",
+        )
+    ]
