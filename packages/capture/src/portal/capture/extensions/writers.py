@@ -55,7 +55,7 @@ def rebuild_event_file_writer(
     cls: type, logdir: str, file_name: str, max_queue: int, flush_secs: float
 ) -> Any:
     """The writer again, appending to its event file once the working directory is back."""
-    writer = cls.__new__(cls)
+    writer: Any = object.__new__(cls)
 
     def reopen() -> None:
         from tensorboard.summary.writer.event_file_writer import _AsyncWriter
