@@ -20,8 +20,10 @@ The rebuild function's name is part of the checkpoint format: do not rename it.
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
+from portal.capture.extensions.workdir import relocate
 from portal.capture.restoring import after_restore
 from portal.core.specs import SerializerSpec
 
@@ -58,10 +60,7 @@ def rebuild_event_file_writer(
     writer: Any = object.__new__(cls)
 
     def reopen() -> None:
-        from tensorboard.summary.writer.event_file_writer import _AsyncWriter
-        from tensorboard.summary.writer.record_writer import RecordWriter
-
-        from portal.capture.extensions.workdir import relocate
+        module = sys.modules[cls.__module__]  # tensorboard's, loaded with the class
 
         # A relative path stays as the program gave it (the working directory is back): a
         # SummaryWriter keys its sub-writers (add_scalars) by the log dir's text.
@@ -73,8 +72,8 @@ def rebuild_event_file_writer(
         writer._logdir = directory
         writer._file_name = path
         writer._general_file_writer = open(path, "ab")  # noqa: SIM115 (the writer's to close)
-        writer._async_writer = _AsyncWriter(
-            RecordWriter(writer._general_file_writer), max_queue, flush_secs
+        writer._async_writer = module._AsyncWriter(
+            module.RecordWriter(writer._general_file_writer), max_queue, flush_secs
         )
 
     after_restore(reopen)
