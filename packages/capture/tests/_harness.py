@@ -287,3 +287,23 @@ def resume_noted(
         control.close()
     assert proc.returncode == 0, err.decode()[-3000:]
     return out, err, notes
+
+
+def tensorboard_scalars(
+    folder: Path, skip: tuple[str, ...] = ()
+) -> tuple[int, list[tuple[str, str, int, float]]]:
+    """The TensorBoard event files under ``folder``: how many, and every scalar they hold as
+    (run folder, tag, step, value), in the order written (each file's by its name, which begins
+    with its writer's start time); tags ending with one of ``skip`` left out (wall times)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    files = sorted(folder.rglob("events.out.tfevents.*"), key=lambda p: (p.parent, p.name))
+    found = []
+    for path in files:
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if skip and value.tag.endswith(skip):
+                    continue
+                number = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
+                found.append((str(path.parent.relative_to(folder)), value.tag, event.step, number))
+    return len(files), found

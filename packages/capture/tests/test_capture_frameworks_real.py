@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _harness import CORPUS, EXIT_PAUSED, connect, resume_noted, runtime, short_dir
+from _harness import (
+    CORPUS,
+    EXIT_PAUSED,
+    connect,
+    resume_noted,
+    runtime,
+    short_dir,
+    tensorboard_scalars,
+)
 
 PROGRAMS = CORPUS / "frameworks"
 SEED = int(os.environ.get("PORTAL_TEST_SEED") or random.SystemRandom().randrange(1 << 30))
@@ -208,22 +216,10 @@ _TIMINGS = ("train_runtime", "_per_second")
 
 
 def _events(folder: Path) -> list[tuple[str, str, int, float]]:
-    """Every scalar a folder's TensorBoard event files hold: (run, tag, step, value), in the
-    order written (the files by name, which begins with their writer's start time)."""
-    files = sorted(folder.rglob("events.out.tfevents.*"), key=lambda p: (p.parent, p.name))
-    if not files:
+    """Every scalar a folder's TensorBoard event files hold, wall times left out."""
+    if not any(folder.rglob("events.out.tfevents.*")):
         return []
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    found = []
-    for path in files:
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                if value.tag.endswith(_TIMINGS):
-                    continue  # wall times (HF's closing train_runtime, samples per second)
-                number = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
-                found.append((str(path.parent.relative_to(folder)), value.tag, event.step, number))
-    return found
+    return tensorboard_scalars(folder, _TIMINGS)[1]
 
 
 def _relative(value: Any, root: Path) -> Any:

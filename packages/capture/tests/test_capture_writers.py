@@ -14,25 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from _harness import CORPUS, EXIT_PAUSED, pause_when, resume_noted
+from _harness import CORPUS, EXIT_PAUSED, pause_when, resume_noted, tensorboard_scalars
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "tensorboard")),
     reason="needs torch (the local CPU build) and tensorboard (noxfile.py's FRAMEWORK_PINS)",
 )
-
-
-def _scalars(logdir: Path) -> tuple[int, list[tuple[str, str, int, float]]]:
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    files = sorted(logdir.rglob("events.out.tfevents.*"))
-    found = []
-    for path in files:
-        for event in EventFileLoader(str(path)).Load():
-            for value in event.summary.value:
-                number = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
-                found.append((str(path.parent.relative_to(logdir)), value.tag, event.step, number))
-    return len(files), sorted(found)
 
 
 @pytest.mark.parametrize("steps", [7, 31])
@@ -57,4 +44,4 @@ def test_a_summary_writer_in_a_global_pauses_and_appends_to_its_file(
     after, _, _ = resume_noted(paused.checkpoint, job)
     assert paused.out + after == plain.stdout
     # One file per writer (add_scalars makes one per tag), as the uninterrupted run leaves.
-    assert _scalars(job / "runs") == _scalars(plain_dir / "runs")
+    assert tensorboard_scalars(job / "runs") == tensorboard_scalars(plain_dir / "runs")
