@@ -261,8 +261,20 @@ class Engine:
         for signum, handler in ((signal.SIGTERM, self._on_sigterm), (WAKE_SIGNAL, self._on_wake)):
             self._previous_handlers[signum] = signal.signal(signum, handler)
         self._events.prepare()
+        self._warm_up()
         self.armed = True
         register_live(self)  # its handlers, held by the program's state, find it
+
+    def _warm_up(self) -> None:
+        """Classify the files on the stack now (the runtime's, the script's), so the first
+        pause pays no path lookups between its signal and its safe point."""
+        user_code = self.context.user_code
+        user_code.is_carried_file(user_code.script)
+        f: FrameType | None = sys._getframe()
+        while f is not None:
+            self.context.has_safe_points(f.f_code)
+            user_code.is_portal_file(f.f_code.co_filename)
+            f = f.f_back
 
     def finish(self) -> None:
         """The script has ended: a late notice has nothing left to pause. Ignore the signals

@@ -130,19 +130,19 @@ class UserCode:
         known = self._carried.get(filename)
         if known is not None:
             return known
-        result = self.is_user_file(filename) or (
-            not filename.startswith("<")
-            and os.path.isabs(filename)
-            and not self.is_portal_file(filename)
-            and self.os_bound_module(filename) is None
-        )
+        result = self.is_user_file(filename)
+        if not result and not filename.startswith("<") and os.path.isabs(filename):
+            real = os.path.realpath(filename)
+            result = not real.startswith(_PORTAL_ROOT) and self._os_bound(real) is None
         self._carried[filename] = result
         return result
 
     def os_bound_module(self, filename: str) -> str | None:
         """The standard-library module of :data:`OS_BOUND_STDLIB` that ``filename`` belongs
         to (``subprocess``, ``concurrent``...), or None."""
-        real = os.path.realpath(filename)
+        return self._os_bound(os.path.realpath(filename))
+
+    def _os_bound(self, real: str) -> str | None:
         for root in self._stdlib:
             if real.startswith(root):
                 rest = real[len(root) :].split(os.sep)
