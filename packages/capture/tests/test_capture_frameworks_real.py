@@ -357,3 +357,23 @@ def _write_report() -> None:
     target = os.environ.get("PORTAL_FRAMEWORKS_REPORT")
     if target:
         Path(target).write_text(json.dumps({"seed": SEED, "moments": REPORT}, indent=1))
+
+
+@pytest.mark.frameworks
+def test_accelerate_s_state_travels_when_no_object_holds_it(tmp_path: Path) -> None:
+    """accelerate keeps its state in class-level dicts; a program that holds none of its state
+    objects (accelerate's logging asks the class) still has it after a resume."""
+    framework = Framework(
+        "accelerate_state", "accelerate_state", ("accelerate",), (), 40, b"step ", ()
+    )
+    if sys.version_info[:2] != (3, 11) or importlib.util.find_spec("accelerate") is None:
+        pytest.skip("accelerate (with the local CPU torch) runs on Python 3.11 only")
+    job = _job(framework, tmp_path)
+    plain = subprocess.run(
+        [sys.executable, "train.py"], cwd=job, env=_env(), capture_output=True, timeout=300
+    )
+    assert plain.returncode == 0, plain.stderr.decode()[-3000:]
+    before, _, checkpoint = _pause(framework, job, Moment(10, 0.0, "node-120"))
+    after, err, _ = resume_noted(checkpoint, job, _env())
+    assert before + after == plain.stdout
+    assert b"INFO [RANK 0] on cpu, after the loop" in err

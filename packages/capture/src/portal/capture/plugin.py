@@ -45,6 +45,7 @@ def portal_capture_extensions() -> list[CaptureExtensionSpec]:
         *environment.specs(),
         *rng.specs(),
         *torch_state.specs(),
+        *frameworks.specs(),
         *loops.specs(),
         *settings.specs(),
         *signals.specs(),

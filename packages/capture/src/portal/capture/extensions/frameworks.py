@@ -27,16 +27,27 @@ what they hold travels as any other value does (a DataLoader iterator re-created
 position, a tqdm bar with its count).
 
 Keyed by type name: registering imports nothing, and a program without Lightning pays nothing.
+
+**accelerate's shared states.** ``PartialState``, ``AcceleratorState`` and ``GradientState`` keep
+their state in a dict of the class (``_shared_state``) that every instance uses as its
+``__dict__``. An instance the program holds brings it along (the pickler's shared-dict
+instances), but the program need not hold one: ``Accelerator`` copies ``PartialState``'s
+contents and keeps none, and accelerate's logging asks ``PartialState._shared_state`` whether
+the state was made ("You must initialize the accelerate state by calling either
+`PartialState()` or `Accelerator()` before using the logging utility" after a resume). So the
+three dicts travel as process-level state (``accelerate_states``), by identity with any instance's,
+and are filled again in the new process's classes.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from portal.capture.rawstate import raw_reduce
-from portal.core.specs import SerializerSpec
+from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
-__all__ = ["serializer_specs"]
+__all__ = ["serializer_specs", "specs"]
 
 _RAW = (
     "torch.optim.optimizer.Optimizer",
@@ -78,5 +89,42 @@ def serializer_specs() -> list[SerializerSpec]:
                 **dict.fromkeys(_SIGNAL_CONNECTORS, _reduce_signal_connector),
             },
             description="training frameworks' loop objects whose own pickling drops live state",
+        )
+    ]
+
+
+_ACCELERATE_STATE = "accelerate.state"
+_ACCELERATE_SHARED = ("PartialState", "AcceleratorState", "GradientState")
+
+
+def _accelerate_states() -> dict[str, dict[str, Any]]:
+    """The classes' shared dicts themselves (not copies): an instance's ``__dict__`` in the
+    same pickle is the same object."""
+    module = sys.modules[_ACCELERATE_STATE]
+    states = {}
+    for name in _ACCELERATE_SHARED:
+        shared = getattr(getattr(module, name, None), "_shared_state", None)
+        if isinstance(shared, dict):
+            states[name] = shared
+    return states
+
+
+def _restore_accelerate_states(states: dict[str, dict[str, Any]]) -> None:
+    module = sys.modules[_ACCELERATE_STATE]
+    for name, contents in states.items():
+        shared = getattr(getattr(module, name, None), "_shared_state", None)
+        if isinstance(shared, dict) and shared is not contents:
+            shared.update(contents)
+
+
+def specs() -> list[CaptureExtensionSpec]:
+    return [
+        CaptureExtensionSpec(
+            name="accelerate_states",
+            capture=_accelerate_states,
+            restore=_restore_accelerate_states,
+            modules=(_ACCELERATE_STATE,),
+            description="accelerate's shared states (PartialState, AcceleratorState, "
+            "GradientState)",
         )
     ]
