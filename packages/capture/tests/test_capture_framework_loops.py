@@ -25,7 +25,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from _harness import CORPUS, EXIT_PAUSED, EXIT_REFUSED, pause_when, resume_noted, runtime
+from _harness import (
+    CORPUS,
+    EXIT_PAUSED,
+    EXIT_REFUSED,
+    pause_when,
+    resume_noted,
+    run_chain,
+    runtime,
+)
 
 from portal.capture.image import read_image
 
@@ -153,3 +161,20 @@ def test_an_edit_elsewhere_in_the_library_resumes(
     )
     after, _, _ = resume_noted(checkpoint, job, env)
     assert before + after == expected
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_paused_again_and_again_inside_the_library(
+    installed: tuple[Path, dict[str, str]], seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed library frame (rebuilt with a prologue; its caller's partial now a direct
+    call) pauses again, and again: the output is still the uninterrupted run's."""
+    job, env = installed
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    expected = _plain(job, env, "0.02")
+    chain = run_chain(
+        job / "train.py", random.Random(seed), args=("0.02",), max_pauses=3, max_delay=0.6, cwd=job
+    )
+    assert chain.pauses >= 1, [s.err.decode()[-500:] for s in chain.segments]
+    assert chain.segments[-1].rc == 0, chain.segments[-1].err.decode()[-2000:]
+    assert chain.stdout == expected
