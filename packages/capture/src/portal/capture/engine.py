@@ -522,7 +522,7 @@ class Engine:
             self._probe_waits(wanted, [position], back_off=False)
             self._listen_outside_obstacle(frame)
             return
-        if wanted.in_work and not self._in_work(position, wanted):
+        if wanted.in_work and not self._in_work(position, wanted.requested):
             return  # still starting: the check waits for the work's first pause point
         self._probe = None
         if wanted.keep_at is not None and self._group is not None:
@@ -581,11 +581,11 @@ class Engine:
 
     # -- the check once the work has begun --------------------------------------------------
 
-    def _in_work(self, chain: Sequence[FrameType], wanted: _ProbeWanted) -> bool:
+    def _in_work(self, chain: Sequence[FrameType], since: float) -> bool:
         """Whether the program's work has begun at this safe point: a library's loop has called
         back into the script (a script frame inside a library frame: ``trainer.train()``
         calling a callback), a frame of the script's own code is inside a loop (``for`` or
-        ``while``), or :data:`IN_WORK_WAIT_S` have passed since the check was wanted."""
+        ``while``), or :data:`IN_WORK_WAIT_S` have passed ``since`` the check was wanted."""
         user = self.context.user_code.is_user_code
         inside_library = False
         for f in reversed(chain):  # outermost first
@@ -593,7 +593,7 @@ class Engine:
                 inside_library = True
             elif inside_library or _frames.in_loop(f.f_code, f.f_lasti):
                 return True
-        return self._clock() - wanted.requested >= IN_WORK_WAIT_S
+        return self._clock() - since >= IN_WORK_WAIT_S
 
     def _check_again_in_work(self, done: _ProbeWanted, chain: Sequence[FrameType]) -> None:
         """The process's first check is usually taken during start-up (the imports), before
@@ -603,7 +603,7 @@ class Engine:
         if self._work_checked or done.keep_at is not None or self._group is not None:
             return  # (a rank's checks are the launcher's to ask: every rank's at once)
         self._work_checked = True
-        if done.in_work or self._in_work(chain, _ProbeWanted(self._clock(), None)):
+        if done.in_work or self._in_work(chain, self._clock()):
             return  # this one already was
         with self._lock:
             if self._probe is None and self._request is None and not self._capturing:

@@ -30,7 +30,8 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 import cloudpickle
@@ -270,7 +271,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         if self._libraries is None:
             self._libraries = libraries.library_namespaces(self._namespaces)
         reduced = generators.reduce_generator(
-            gen, _Either(self._namespaces, self._libraries), self.namespace_ref
+            gen, ChainMap(dict(self._namespaces), self._libraries), self.namespace_ref
         )
         name = self._libraries.get(id(frame.f_globals))
         if name is not None:
@@ -452,24 +453,6 @@ def _reduce_code(code: types.CodeType) -> Any:
     except ValueError as exc:
         raise TypeError(f"cannot pickle code object {code.co_qualname!r}: {exc}") from exc
     return (_rebuild.load_code, (data,))
-
-
-class _Either(Mapping[int, str]):
-    """Two namespace maps read as one (the user's first), without copying either."""
-
-    def __init__(self, first: Mapping[int, str], second: Mapping[int, str]) -> None:
-        self._first, self._second = first, second
-
-    def __getitem__(self, key: int) -> str:
-        found = self._first.get(key)
-        return found if found is not None else self._second[key]
-
-    def __iter__(self) -> Iterator[int]:
-        yield from self._first
-        yield from self._second
-
-    def __len__(self) -> int:
-        return len(self._first) + len(self._second)
 
 
 class NamespaceRef:

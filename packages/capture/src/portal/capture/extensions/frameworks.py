@@ -69,10 +69,6 @@ _SIGNAL_CONNECTORS = tuple(
 )
 
 
-def _reduce_raw(obj: Any) -> Any:
-    return raw_reduce(obj)
-
-
 def _reduce_signal_connector(obj: Any) -> Any:
     make, made, (attrs, slots), *rest = raw_reduce(obj)
     if attrs and attrs.get("received_sigterm"):
@@ -85,7 +81,7 @@ def serializer_specs() -> list[SerializerSpec]:
         SerializerSpec(
             name="capture_frameworks",
             reducers={
-                **dict.fromkeys(_RAW, _reduce_raw),
+                **dict.fromkeys(_RAW, raw_reduce),
                 **dict.fromkeys(_SIGNAL_CONNECTORS, _reduce_signal_connector),
             },
             description="training frameworks' loop objects whose own pickling drops live state",
