@@ -4,6 +4,7 @@ storages travel once, out of band, and every sharing, gradient and setting survi
 from __future__ import annotations
 
 import pickle
+import subprocess
 import sys
 from typing import Any
 
@@ -54,6 +55,57 @@ def test_one_buffer_per_storage_and_no_copy_of_cpu_memory() -> None:
     assert [b.nbytes for b in buffers] == [4000]
     big[0] = 5.0  # the buffer is the tensor's own memory
     assert bytes(buffers[0][:4]) == torch.tensor([5.0]).numpy().tobytes()
+
+
+_IMAGE_IN_A_CYCLE = """
+import gc, torch
+from portal.capture._plugins import load_reducers
+from portal.capture.pickler import dumps, resolve_reducers
+reducers = resolve_reducers(load_reducers())
+for _ in range(20):
+    data, buffers, _ = dumps([torch.randn(1000) for _ in range(20)], namespaces={}, reducers=reducers)
+    holder = [buffers]
+    holder.append(holder)
+    del data, buffers, holder
+    gc.collect()
+print("collected")
+"""
+
+
+def test_an_image_in_a_reference_cycle_is_collected_without_harm() -> None:
+    """The buffers of tensors' memory, left in a reference cycle (an exception's traceback that
+    holds a capture's frames, in the multi-rank job that found it): the garbage collector frees
+    them as any garbage. A memoryview that had exported its buffer to the pickle buffer made
+    the collector fail to clear it, free the memory under it anyway, and crash the process."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMAGE_IN_A_CYCLE], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stdout == "collected\n", done.stderr
+    assert "BufferError" not in done.stderr, done.stderr
+
+
+class _Refused:
+    def __reduce__(self) -> Any:
+        raise TypeError("not this one")
+
+
+def test_a_failed_pickle_keeps_no_tensor_memory_in_its_traceback() -> None:
+    """A checkpoint that fails (a value cannot be carried) raises through the pickler's frame;
+    what that frame had gathered of the state's memory is let go before the error leaves it
+    (the engine keeps the error while it names the value, and the pause is tried again)."""
+    with pytest.raises(TypeError) as caught:
+        dumps(
+            [torch.randn(1000), _Refused()],
+            namespaces={},
+            reducers=resolve_reducers(load_reducers()),
+        )
+    tb = caught.value.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    (frame,) = [f for f in frames if f.f_code is dumps.__code__]
+    assert frame.f_locals["buffers"] == []
 
 
 def test_model_gradients_and_adam_state_survive() -> None:

@@ -552,6 +552,9 @@ def dumps(
                 library_code.extend(pickler.library_code)
             break
         except Exception as exc:
+            # The error's traceback holds this frame, and may outlive it in a reference cycle
+            # (the caller diagnoses it): not the state's memory with it.
+            buffers.clear()
             if deep or not deepgraph.too_deep(exc):
                 raise
         finally:

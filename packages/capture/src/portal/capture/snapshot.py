@@ -457,6 +457,7 @@ def take_snapshot(
             # position does; whatever else is wrong is named once that has passed.
             waiting = [p for p in problems if p.kind == "position"]
             ready = exc.ready if isinstance(exc, WaitForSafePoint) else None
+            exc.__traceback__ = None  # its frames (the pickler's) hold the state: let them go
             held = None
             if not waiting and slots and all(slot is not None for slot in slots):
                 held = HeldValues([slot for slot in slots if slot is not None], chain)

@@ -65,13 +65,20 @@ def _torch() -> Any:
     return sys.modules["torch"]  # a reducer runs only for a type of a loaded torch
 
 
-def _address_view(tensor: Any, nbytes: int, owner: Any) -> memoryview:
-    """A flat view of the first ``nbytes`` of a host tensor's memory. A ctypes array over it,
-    holding ``owner`` (the memory's keeper); no intermediate memoryview, whose exports would tie
-    buffers together if a pickler's memo ever ends up in a reference cycle."""
+def _address_array(tensor: Any, nbytes: int, owner: Any) -> Any:
+    """The first ``nbytes`` of a host tensor's memory as a ctypes array over it, holding
+    ``owner`` (the memory's keeper). A pickle buffer wraps the array itself, never a memoryview
+    of it: a memoryview that has exported its buffer cannot be cleared by the garbage collector,
+    and CPython's collector, clearing one in a cycle anyway (an image held by an exception's
+    traceback, say), frees the memory under its other views and crashes the process."""
     array = (ctypes.c_ubyte * nbytes).from_address(tensor.data_ptr())
     array._portal_owner = owner  # type: ignore[attr-defined]
-    return memoryview(array).cast("B")
+    return array
+
+
+def _address_view(tensor: Any, nbytes: int, owner: Any) -> memoryview:
+    """A flat view of the first ``nbytes`` of a host tensor's memory (see :func:`_address_array`)."""
+    return memoryview(_address_array(tensor, nbytes, owner)).cast("B")
 
 
 # -- storages ---------------------------------------------------------------------------------
@@ -148,11 +155,11 @@ class DeviceBuffer:
 
 
 def host_bytes(storage: Any) -> Any:
-    """A CPU storage's bytes: its own memory, no copy."""
+    """A CPU storage's bytes: its own memory, no copy (an object with the buffer protocol)."""
     nbytes = int(storage.nbytes())
     if nbytes == 0:
         return b""
-    return _address_view(_flat(storage, nbytes), nbytes, storage)
+    return _address_array(_flat(storage, nbytes), nbytes, storage)
 
 
 def reduce_storage(storage: Any) -> Any:
