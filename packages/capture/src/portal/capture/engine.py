@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, Final, Protocol
 
 import attrs
@@ -235,7 +235,9 @@ class Engine:
         self._capturing = False
         self._in_callback = False
         self._main = threading.main_thread().ident
-        self._events = LineEvents(context.has_safe_points, self._on_line)
+        self._events = LineEvents(
+            context.has_safe_points if group is None else self._rank_safe_points, self._on_line
+        )
         self._backoff = _BACKOFF_FIRST
         self._next_try = 0.0
         self._ready: Callable[[], bool] | None = None  # a WaitForSafePoint's "try again now"
@@ -264,6 +266,15 @@ class Engine:
         self._warm_up()
         self.armed = True
         register_live(self)  # its handlers, held by the program's state, find it
+
+    def _rank_safe_points(self, code: CodeType) -> bool:
+        """A rank of a multi-process job pauses at a line of the program's own code only (a
+        library's frames outside it travel as ever). The ballot rests on a rank at a safe point
+        having no collective in flight, which a line of the script's guarantees and a line
+        inside a library's step does not (DDP's forward issues its own); and with a
+        library's every line a try, the ranks' tries seldom met at one count (a periodic
+        checkpoint of a DDP job went unagreed for 30 s, one run in eight)."""
+        return self.context.has_safe_points(code) and self.context.user_code.is_user_code(code)
 
     def _warm_up(self) -> None:
         """Classify the files on the stack now (the runtime's, the script's), so the first
