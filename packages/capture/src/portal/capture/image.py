@@ -2,10 +2,17 @@
 
 A :class:`CheckpointImage` lives in memory; the storage layer streams the very same bytes
 (:func:`iter_image_chunks`) to cloud storage, so writing never needs the whole file as one
-``bytes``. The local file layout, version 1::
+``bytes``. The local file layout, version 2::
 
-    b"PORTALCK" | u32 header length | header (JSON) | pickle | buffer 0 | buffer 1 | ...
+    b"PORTALCK" | u32 header length | header (JSON) | zeros to a multiple of 64 | pickle
+    | zeros (pad 0) | buffer 0 | zeros (pad 1) | buffer 1 | ...
     | b"PORTALND" | u32 CRC-32 of every byte before the end marker
+
+Each buffer starts at a file offset with the remainder modulo 64 its memory had when captured
+(``buffer_pads`` in the header; :mod:`portal.capture.alignment`), so that a buffer mapped in place
+is back at its captured alignment. Version 1, written where no alignment is asked for (an image
+with no buffers, say), has neither the header's padding nor the pads: it is version 2 with every
+pad zero, and stays readable by older readers.
 
 All integers little-endian. The header lists the lengths that follow, so a reader knows a
 truncated file at once. The header is a msgspec struct evolved by msgspec's rules (new fields get
@@ -32,6 +39,7 @@ from typing import Any, Protocol
 import attrs
 import msgspec
 
+from portal.capture.alignment import ALIGN, aligned_bytearray
 from portal.capture.crc import ParallelCrc
 from portal.capture.distributed.record import RankRecord
 from portal.capture.errors import (
@@ -49,6 +57,7 @@ from portal.runtime.protocol import ProblemRecord
 
 __all__ = [
     "FORMAT_VERSION",
+    "PADDING",
     "PREFIX_BYTES",
     "SPACE_MARGIN",
     "TRAILER_BYTES",
@@ -70,7 +79,12 @@ __all__ = [
     "write_image",
 ]
 
-FORMAT_VERSION = 1
+#: The newest layout this module reads (and writes, where buffers are aligned).
+FORMAT_VERSION = 2
+#: The oldest layout, still written where nothing is aligned (readable by older readers).
+_UNALIGNED_VERSION = 1
+#: A layout section of zero bytes that places the next one (see :attr:`ImageLayout.sections`).
+PADDING = "padding"
 MAGIC = b"PORTALCK"
 END_MAGIC = b"PORTALND"
 _U32 = struct.Struct("<I")
@@ -140,6 +154,8 @@ class Header(msgspec.Struct, frozen=True, kw_only=True):
     problems: list[ProblemRecord] = msgspec.field(default_factory=list)
     pickle_length: int = 0
     buffer_lengths: list[int] = msgspec.field(default_factory=list)
+    #: Zero bytes before each buffer (version 2): each starts at its captured remainder mod 64.
+    buffer_pads: list[int] = msgspec.field(default_factory=list)
     #: A rank's part of a multi-process job's checkpoint: its place in the job, read before its
     #: state loads (the process groups its state refers to are made again first).
     rank: RankRecord | None = None
@@ -167,26 +183,67 @@ class CheckpointImage:
     pickle: bytes | memoryview
     #: Bytes in memory, or staged (a GPU storage's, fetched a chunk at a time while writing).
     buffers: Sequence[Buffer] = ()
+    #: Each buffer's address modulo 64 when captured, which the file keeps (empty: not kept,
+    #: a version 1 file). Taken at the capture: a held copy of a buffer lies elsewhere.
+    alignments: Sequence[int] = ()
 
     @property
     def nbytes(self) -> int:
         """The size of the whole file this image writes."""
-        head = len(_encode_header(self._sealed_header()))
-        return len(MAGIC) + 4 + head + len(self.pickle) + sum(b.nbytes for b in self.buffers) + 12
+        header = self._sealed_header()
+        head = PREFIX_BYTES + len(_encode_header(header))
+        return (
+            head
+            + _head_pad(head, header)
+            + len(self.pickle)
+            + sum(header.buffer_pads)
+            + sum(b.nbytes for b in self.buffers)
+            + TRAILER_BYTES
+        )
 
     def _sealed_header(self) -> Header:
+        lengths = [b.nbytes for b in self.buffers]
+        pads: list[int] = []
+        if self.buffers and len(self.alignments) == len(self.buffers):
+            at = len(self.pickle)  # from the data's start, itself at a multiple of ALIGN
+            for want, length in zip(self.alignments, lengths, strict=True):
+                pads.append((want - at) % ALIGN)
+                at += pads[-1] + length
         return msgspec.structs.replace(
             self.header,
+            format_version=(
+                self.header.format_version  # a newer writer's (as tests make one)
+                if self.header.format_version > FORMAT_VERSION
+                else FORMAT_VERSION
+                if pads
+                else _UNALIGNED_VERSION
+            ),
             pickle_length=len(self.pickle),
-            buffer_lengths=[b.nbytes for b in self.buffers],
+            buffer_lengths=lengths,
+            buffer_pads=pads,
         )
+
+
+def _head_pad(head: int, header: Header) -> int:
+    """Zero bytes after the prefix and header (``head`` bytes), before the pickle: the data
+    starts at a multiple of ALIGN in a version 2 file, so the buffers' pads are the header's
+    own business (its length changes with them)."""
+    return (-head) % ALIGN if header.buffer_pads else 0
 
 
 def _image_parts(image: CheckpointImage) -> list[Buffer]:
     """Everything before the end marker: flat byte views (buffers are not copied), and the
     staged buffers as they are."""
-    header = _encode_header(image._sealed_header())
-    parts = (MAGIC + _U32.pack(len(header)) + header, image.pickle, *image.buffers)
+    sealed = image._sealed_header()
+    header = _encode_header(sealed)
+    head = MAGIC + _U32.pack(len(header)) + header
+    parts: list[Any] = [head + bytes(_head_pad(len(head), sealed)), image.pickle]
+    for pad, buffer in zip(
+        sealed.buffer_pads or [0] * len(image.buffers), image.buffers, strict=True
+    ):
+        if pad:
+            parts.append(bytes(pad))
+        parts.append(buffer)
     return [
         part if isinstance(part, StagedBuffer) else memoryview(part).cast("B") for part in parts
     ]
@@ -348,7 +405,10 @@ def _map(fh: Any) -> mmap.mmap | None:
 class _Source(Protocol):
     def read(self, n: int) -> bytes | memoryview: ...  # up to n bytes
 
-    def exact(self, n: int, path: str, what: str) -> bytearray | memoryview: ...
+    def exact(self, n: int, path: str, what: str, remainder: int) -> bytearray | memoryview:
+        """Exactly ``n`` bytes. Read into memory: at ``remainder`` modulo ALIGN (the section's
+        offset's, so a buffer is at its captured alignment); mapped: where the file has them."""
+        ...
 
 
 class _FileSource:
@@ -358,8 +418,8 @@ class _FileSource:
     def read(self, n: int) -> bytes:
         return bytes(self.fh.read(n))
 
-    def exact(self, n: int, path: str, what: str) -> bytearray:
-        return _read_exact(self.fh, n, path, what)
+    def exact(self, n: int, path: str, what: str, remainder: int) -> memoryview:
+        return _read_exact(self.fh, n, path, what, remainder)
 
 
 class _MappedSource:
@@ -373,7 +433,7 @@ class _MappedSource:
         self.pos += len(chunk)
         return chunk
 
-    def exact(self, n: int, path: str, what: str) -> memoryview:
+    def exact(self, n: int, path: str, what: str, remainder: int) -> memoryview:
         if self.pos + n > len(self.view):
             raise _corrupt(path, f"it ends inside the {what} (truncated)")
         if n == 0:
@@ -425,16 +485,15 @@ def _corrupt(path: str, why: str) -> CheckpointCorruptError:
     )
 
 
-def _read_exact(fh: object, n: int, path: str, what: str) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
+def _read_exact(fh: object, n: int, path: str, what: str, remainder: int = 0) -> memoryview:
+    view = aligned_bytearray(n, remainder)
     got = 0
     while got < n:
         k = fh.readinto(view[got:])  # type: ignore[attr-defined]
         if not k:
             raise _corrupt(path, f"it ends inside the {what} (truncated)")
         got += k
-    return buf
+    return view
 
 
 #: The image's first bytes: the start marker and the header's length.
@@ -484,14 +543,40 @@ class ImageLayout:
             header = _decode_header(raw_header)
         except msgspec.DecodeError as exc:
             raise _corrupt(path, f"its header is invalid ({exc})") from exc
+        pads = header.buffer_pads
+        if pads and (
+            len(pads) != len(header.buffer_lengths) or not all(0 <= p < ALIGN for p in pads)
+        ):
+            raise _corrupt(path, "its header's buffer padding does not fit its buffers")
         return cls(prefix=bytes(prefix), raw_header=bytes(raw_header), header=header)
 
     @property
     def sections(self) -> list[tuple[str, int]]:
-        """What follows the header, in order: the state's pickle, then each buffer."""
-        return [("state", self.header.pickle_length)] + [
-            (f"buffer {i}", length) for i, length in enumerate(self.header.buffer_lengths)
-        ]
+        """What follows the header, in order: the state's pickle, then each buffer, with the
+        zero bytes that place them (:data:`PADDING`) where the image has any."""
+        header = self.header
+        found: list[tuple[str, int]] = []
+        head_pad = _head_pad(len(self.prefix) + len(self.raw_header), header)
+        if head_pad:
+            found.append((PADDING, head_pad))
+        found.append(("state", header.pickle_length))
+        pads = header.buffer_pads or [0] * len(header.buffer_lengths)
+        for i, (pad, length) in enumerate(zip(pads, header.buffer_lengths, strict=True)):
+            if pad:
+                found.append((PADDING, pad))
+            found.append((f"buffer {i}", length))
+        return found
+
+    def spans(self) -> dict[str, tuple[int, int]]:
+        """Each section but the padding by name (``"state"``, ``"buffer 0"``, ...): its
+        ``(offset, length)`` in the image."""
+        found = {}
+        at = len(self.prefix) + len(self.raw_header)
+        for what, length in self.sections:
+            if what != PADDING:
+                found[what] = (at, length)
+            at += length
+        return found
 
     @property
     def head_crc(self) -> int:
@@ -519,22 +604,34 @@ def check_trailer(trailer: bytes, crc: int, path: str) -> None:
 
 def _read_from(fh: _Source, path: str) -> CheckpointImage:
     prefix = bytes(fh.read(PREFIX_BYTES))
-    raw_header = bytes(fh.exact(header_length(prefix, path), path, "header"))
+    raw_header = bytes(fh.exact(header_length(prefix, path), path, "header", 0))
     layout = ImageLayout.parse(prefix, raw_header, path)
     crc = layout.head_crc
-    payload, *buffers = [memoryview(fh.exact(n, path, what)) for what, n in layout.sections]
+    at = len(layout.prefix) + len(layout.raw_header)
+    views, alignments = [], []
+    for what, n in layout.sections:
+        views.append((what, memoryview(fh.exact(n, path, what, at % ALIGN))))
+        if what.startswith("buffer"):
+            alignments.append(at % ALIGN)
+        at += n
     if sum(layout.header.buffer_lengths) >= PARALLEL_CRC_BYTES:  # GPU-sized state: every core
         parallel = ParallelCrc(crc, after=release_pages)
-        for view in (payload, *buffers):
+        for _, view in views:
             parallel.feed(view)
         crc = parallel.result()
     else:
-        for view in (payload, *buffers):
+        for _, view in views:
             crc = zlib.crc32(view, crc)
     check_trailer(bytes(fh.read(TRAILER_BYTES)), crc, path)
     if len(fh.read(1)):
         raise _corrupt(path, "it has bytes after its end marker")
-    return CheckpointImage(header=layout.header, pickle=bytes(payload), buffers=buffers)
+    payload, *buffers = [view for what, view in views if what != PADDING]
+    return CheckpointImage(
+        header=layout.header,
+        pickle=bytes(payload),
+        buffers=buffers,
+        alignments=alignments if layout.header.buffer_pads else (),
+    )
 
 
 def check_interpreter(info: InterpreterInfo | None = None) -> None:

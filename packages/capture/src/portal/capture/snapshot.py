@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import cloudpickle
 
 from portal.capture import frames as _frames
+from portal.capture.alignment import remainder_of
 from portal.capture.codegen import NULL
 from portal.capture.held import HeldSlot, HeldValues
 from portal.capture.image import (
@@ -44,6 +45,7 @@ from portal.capture.pickler import (
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
+from portal.capture.staged import StagedBuffer
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -480,7 +482,10 @@ def take_snapshot(
         problems=[ProblemRecord(**p.to_dict()) for p in history],
         libraries=describe_all(carried),
     )
-    return SnapshotResult(CheckpointImage(header=header, pickle=data, buffers=buffers), [], size)
+    # Where each buffer lies now (the live memory, not copied yet): its file keeps the alignment.
+    alignments = [0 if isinstance(b, StagedBuffer) else remainder_of(b) for b in buffers]
+    image = CheckpointImage(header=header, pickle=data, buffers=buffers, alignments=alignments)
+    return SnapshotResult(image, [], size)
 
 
 def _globals_first(snapshot: Snapshot) -> GlobalsFirst:

@@ -104,17 +104,16 @@ def part_span(path: str | os.PathLike[str], rank: int) -> tuple[int, int]:
             f"checkpoint {os.fspath(path)!r} holds {header.ranks} rank part(s); it has no part "
             f"for rank {rank}. Resume the job with as many ranks as it paused with"
         )
-    offset = len(layout.prefix) + len(layout.raw_header) + header.pickle_length
-    offset += sum(header.buffer_lengths[:rank])
-    return offset, header.buffer_lengths[rank]
+    return layout.spans()[f"buffer {rank}"]
 
 
 def read_manifest(path: str | os.PathLike[str]) -> SetManifest:
     """The set's manifest (its state section), checked against its header."""
     layout = _read_head(Path(path))
     with open(path, "rb") as fh:
-        fh.seek(len(layout.prefix) + len(layout.raw_header))
-        raw = fh.read(layout.header.pickle_length)
+        offset, length = layout.spans()["state"]
+        fh.seek(offset)
+        raw = fh.read(length)
     try:
         manifest = _decode_manifest(raw)
     except msgspec.DecodeError as exc:
@@ -143,7 +142,9 @@ def write_set(
 ) -> tuple[int, Header]:
     """Write the set of ``parts`` (rank order) to ``target``; return its size and header.
 
-    The parts are mapped, not read: their bytes go from the page cache to the set's file."""
+    The parts are mapped, not read: their bytes go from the page cache to the set's file. Each
+    starts at a multiple of 64 in the set, so its buffers keep the alignment its own file gave
+    them (read in place, ``read_image(path, span=...)``)."""
     first = _read_head(parts[0]).header
     heads = [_read_head(p).header for p in parts]
     for rank, head in enumerate(heads):
@@ -175,7 +176,13 @@ def write_set(
     views = [memoryview(m) for m in maps]
     try:
         size = write_image(
-            CheckpointImage(header=header, pickle=_encode(manifest), buffers=views), target
+            CheckpointImage(
+                header=header,
+                pickle=_encode(manifest),
+                buffers=views,
+                alignments=[0] * len(views),
+            ),
+            target,
         )
     finally:
         for view in views:

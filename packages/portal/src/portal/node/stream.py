@@ -202,8 +202,8 @@ class CheckpointStream:
         ) as writer:
             self._writer = writer
             writer.write(layout.prefix + layout.raw_header)
-            for index, (_, length) in enumerate(layout.sections):
-                if index:
+            for what, length in layout.sections:
+                if what.startswith("buffer"):
                     writer.cut()  # a large buffer starts here: keep its chunks aligned
                 for piece in self._chunks(source, length):
                     crc = zlib.crc32(piece, crc)
