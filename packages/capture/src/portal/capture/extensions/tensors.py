@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from portal.capture import staged
+from portal.capture.alignment import aligned_copy
 from portal.capture.image import release_pages
 from portal.capture.notes import note_on_restore
 from portal.core.specs import SerializerSpec, WaitForSafePoint
@@ -181,7 +182,7 @@ def _rebuild_storage(data: Any, device: str) -> Any:
     if target != "cpu" and not view.readonly and view.nbytes > DIRECT_UPLOAD:
         return upload(view, target).untyped_storage()
     if view.readonly:  # an in-memory image of a live process: never alias its memory
-        flat = torch.frombuffer(bytearray(view), dtype=torch.uint8)
+        flat = torch.frombuffer(aligned_copy(view), dtype=torch.uint8)  # at its remainder
     else:  # the buffer read from the checkpoint becomes the tensor's memory
         flat = torch.frombuffer(view, dtype=torch.uint8)
     if target != "cpu":
