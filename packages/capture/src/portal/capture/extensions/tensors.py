@@ -309,9 +309,49 @@ def _walk_graph(root: Any, limit: int) -> tuple[str | None, bool]:
     return None, True
 
 
+def _reduce_sparse_coo(tensor: Any) -> Any:
+    """A sparse COO tensor (an ``nn.Embedding(sparse=True)``'s gradient, which ``SparseAdam``
+    steps on): its indices and values, dense tensors that travel as any do, and its size."""
+    return (
+        _rebuild_sparse_coo,
+        (
+            tensor._indices(),
+            tensor._values().detach(),
+            tuple(tensor.shape),
+            bool(tensor.is_coalesced()),
+            bool(tensor.requires_grad and tensor.is_leaf),
+            tensor.grad if tensor.is_leaf else None,
+        ),
+    )
+
+
+def _rebuild_sparse_coo(
+    indices: Any,
+    values: Any,
+    shape: tuple[int, ...],
+    coalesced: bool,
+    requires_grad: bool,
+    grad: Any,
+) -> Any:
+    torch = _torch()
+    tensor = torch.sparse_coo_tensor(
+        indices,
+        values,
+        shape,
+        is_coalesced=coalesced,
+        check_invariants=True,  # read from a file
+    )
+    if requires_grad:
+        tensor.requires_grad_(True)
+        tensor.grad = grad
+    return tensor
+
+
 def reduce_tensor(tensor: Any) -> Any:
     """A strided tensor as a view onto its (memoized) storage, with its autograd attributes."""
     torch = _torch()
+    if tensor.layout == torch.sparse_coo and not tensor.is_quantized:
+        return _reduce_sparse_coo(tensor)
     if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested:
         raise TypeError(
             f"cannot carry a {tensor.layout} / quantized / nested tensor "
