@@ -3,8 +3,8 @@
 **DataLoader.** A loader's iterator cannot travel: its workers are processes, its sampler
 iterator a generator. It is *re-created at the same position* instead. What decides an epoch's
 order is the state of the random generators when the iterator asked its sampler for indices, so
-an import hook on ``torch.utils.data.dataloader`` wraps three methods of ``_BaseDataLoaderIter``
-to note, per epoch, the states of the generators involved (torch's default generator, the
+an import hook on ``torch.utils.data.dataloader`` gives ``_BaseDataLoaderIter`` a ``__new__`` and
+wraps two of its methods to note, per epoch, the states of the generators involved (torch's default generator, the
 loader's and the samplers' own) right before ``iter(sampler)`` and right before the first
 ``next()``; a few kilobytes, once an epoch. The checkpoint holds the loader, those states and the
 number of batches yielded. On resume the sampler is run again under the noted states (indices
@@ -12,6 +12,11 @@ only: no sample is loaded) and the skipped batches are dropped; the new iterator
 workers, seeded with the same base seed) continues with the next batch of the same order. The
 generators are put back as the checkpoint left them afterwards, so the replay has no effect on
 the program. Map-style datasets only: an IterableDataset's position is inside its own iterator.
+
+The iterator's ``__init__`` stays torch's own: a warning it gives (``pin_memory`` on a machine
+with no accelerator) names the line of torch's that made the iterator, as in a plain run, not a
+wrapper of Portal's. Only the re-creation at a resume wraps it, with its warnings silenced: the
+first process gave them already, and an uninterrupted run would not give them again.
 
 **tqdm.** A bar travels by value without its output stream's wrapper and writer, which are
 re-made on the same stream (``sys.stderr``/``sys.stdout`` by reference), with its count, totals
@@ -27,6 +32,7 @@ import inspect
 import itertools
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,24 +105,21 @@ _resuming: _Resuming | None = None
 
 
 def install(module: Any) -> None:
-    """Wrap ``_BaseDataLoaderIter`` of ``module`` (torch.utils.data.dataloader), once."""
+    """Patch ``_BaseDataLoaderIter`` of ``module`` (torch.utils.data.dataloader), once."""
     base = module._BaseDataLoaderIter
     if getattr(base, _PATCHED, False):
         return
-    init, reset, next_index = base.__init__, base._reset, base._next_index
+    reset, next_index = base._reset, base._next_index
 
-    def __init__(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
-        generators = _generators(loader)
-        start = _states(generators)
-        init(self, loader, *args, **kwargs)
-        self._portal_loader = loader
-        self._portal_generators = generators
-        if _resuming is not None:
-            self._base_seed = _resuming.base_seed  # before a multi-process iterator's workers
-            self._sampler_iter = _resuming.sampler_iter
-            self._portal_epoch = _resuming.epoch
-        else:
-            self._portal_epoch = Epoch(start)
+    def __new__(cls: type, loader: Any = None, *args: Any, **kwargs: Any) -> Any:
+        # Before torch's __init__ (which draws the base seed), and off the stack while it runs.
+        self = object.__new__(cls)
+        if loader is not None:  # (None: a copy or unpickling making a bare instance)
+            generators = _generators(loader)
+            self._portal_loader = loader
+            self._portal_generators = generators
+            self._portal_epoch = Epoch(_states(generators))
+        return self
 
     def _reset(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
         start = _states(self._portal_generators)
@@ -133,7 +136,7 @@ def install(module: Any) -> None:
             epoch.at_first = _states(self._portal_generators)
         return next_index(self)
 
-    base.__init__ = __init__
+    base.__new__ = __new__
     base._reset = _reset
     base._next_index = _next_index
     setattr(base, _PATCHED, True)
@@ -193,9 +196,22 @@ def _rebuild_loader_iterator(
     # Constructing draws a base seed the checkpoint already has: put the generators back after.
     saved = _states(_generators(loader))
     _resuming = _Resuming(epoch, sampler_iter, base_seed)
+    base = sys.modules[_DATALOADER]._BaseDataLoaderIter
+    init = base.__init__
+
+    def resuming_init(self: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
+        with warnings.catch_warnings():  # given by the first process; torch's init forks none
+            warnings.simplefilter("ignore")
+            init(self, loader, *args, **kwargs)
+        self._base_seed = base_seed  # before a multi-process iterator's workers start
+        self._sampler_iter = sampler_iter
+        self._portal_epoch = epoch
+
+    base.__init__ = resuming_init
     try:
         it = cls(loader)
     finally:
+        base.__init__ = init
         _resuming = None
         _apply(saved)
     it._num_yielded = num_yielded
