@@ -10,6 +10,7 @@ import pickle
 import random
 import socket
 import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from portal.capture import plugin
 from portal.capture.extensions.environment import EnvironState, SysPathState
 from portal.capture.extensions.logging_state import capture_logging, restore_logging
-from portal.capture.extensions.settings import WarningsState
+from portal.capture.extensions.settings import WarningRegistries, WarningsState
 from portal.capture.pickler import dumps, resolve_reducers
 from portal.core.plugins import Plugins, get_plugin_manager
 
@@ -172,3 +173,43 @@ def test_a_handler_on_another_stream_is_refused() -> None:
         with pytest.raises(TypeError, match="SocketIO"):
             _roundtrip(handler)
         handler.close()
+
+
+def _warn_from(module: types.ModuleType) -> None:
+    exec(
+        compile("import warnings\nwarnings.warn('shown once', UserWarning)\n", "<w>", "exec"),
+        module.__dict__,
+    )
+
+
+def test_warnings_shown_stay_shown_across_a_restore() -> None:
+    """A ``default`` warning is shown once per place; a restored process knows which were shown
+    (each module's registry comes back under the new process's filters version)."""
+    module = types.ModuleType("portal_test_warner")
+    sys.modules[module.__name__] = module
+    try:
+        with warnings.catch_warnings(record=True) as shown:
+            warnings.simplefilter("default", UserWarning)
+            _warn_from(module)
+            _warn_from(module)
+            assert len(shown) == 1
+            carried = pickle.loads(pickle.dumps(WarningRegistries().capture()))
+            assert carried is not None and module.__name__ in carried["modules"]
+            module.__dict__.pop("__warningregistry__")  # a new process: nothing shown yet
+            WarningRegistries().restore(carried)
+            _warn_from(module)
+            assert len(shown) == 1
+            warnings.simplefilter("default", UserWarning)  # filters changed: shown again
+            _warn_from(module)
+            assert len(shown) == 2
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_no_registry_is_carried_where_the_filters_leave_no_ignored_warning() -> None:
+    """The filters' version is read with a warning they ignore or make an error; where they
+    show every kind (``-W always``), nothing is carried, and nothing is printed by trying."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert WarningRegistries().capture() is None
+    assert caught == []

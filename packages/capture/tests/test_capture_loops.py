@@ -28,7 +28,9 @@ from _harness import (  # noqa: E402
     Chain,
     Segment,
     connect,
+    pause_at_line,
     plain_run,
+    resume_noted,
     runtime,
     short_dir,
 )
@@ -231,3 +233,41 @@ def test_a_closed_bar_stays_out_of_the_live_bars() -> None:
     fresh = tqdm_module.tqdm(total=1, file=sys.stderr)
     assert fresh.pos == 0
     fresh.close()
+
+
+PIN_MEMORY_SCRIPT = """\
+import time
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+loader = DataLoader(TensorDataset(torch.arange(64.0)), batch_size=4, pin_memory=True)
+for epoch in range(3):
+    for step, (x,) in enumerate(loader):
+        print(f"epoch {epoch} step {step} {float(x.sum())}", flush=True)
+        time.sleep(0.01)
+"""
+PIN_MEMORY_WARNING = b"'pin_memory' argument is set as true"
+
+
+def test_a_loaders_warning_is_torchs_own_and_given_once_across_a_resume(tmp_path: Path) -> None:
+    """torch warns at each epoch's iterator (no accelerator here); a plain run shows it once,
+    naming torch's line. Under the runtime the same, with no notice; and a run paused in its
+    first epoch and resumed shows it once in all, as the uninterrupted run: the resumed process
+    knows it was shown (the new epochs' iterators stay quiet), and the iterator re-made at the
+    resume gives it no second time."""
+    script = tmp_path / "pinned.py"
+    script.write_text(PIN_MEMORY_SCRIPT)
+    plain = plain_run(script)
+    assert plain.returncode == 0 and plain.stderr.count(PIN_MEMORY_WARNING) == 1, plain.stderr
+    assert b"dataloader.py" in plain.stderr
+    ckpt = tmp_path / "ck.portal"
+    under = subprocess.run(
+        runtime("run", "--checkpoint", str(ckpt), str(script)),
+        capture_output=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert under.returncode == 0 and under.stdout == plain.stdout
+    assert under.stderr == plain.stderr  # no footprint: not a line of Portal's
+    first, paused = pause_at_line(script, line=b"epoch 0 step 5", cwd=tmp_path)
+    rest, err, _ = resume_noted(paused, tmp_path)
+    assert first + rest == plain.stdout
+    assert err.count(PIN_MEMORY_WARNING) == 0, err.decode()

@@ -113,7 +113,7 @@ def install(module: Any) -> None:
 
     def __new__(cls: type, loader: Any = None, *args: Any, **kwargs: Any) -> Any:
         # Before torch's __init__ (which draws the base seed), and off the stack while it runs.
-        self = object.__new__(cls)
+        self: Any = object.__new__(cls)
         if loader is not None:  # (None: a copy or unpickling making a bare instance)
             generators = _generators(loader)
             self._portal_loader = loader

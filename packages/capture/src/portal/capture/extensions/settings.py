@@ -11,6 +11,7 @@ numpy is often imported after the baseline is read; each costs a few bytes).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import sys
@@ -18,6 +19,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
+from portal.capture.restoring import after_restore
 from portal.core.specs import CaptureExtensionSpec
 
 __all__ = [
@@ -25,19 +27,15 @@ __all__ = [
     "DecimalContext",
     "NumpyErrorHandling",
     "NumpyPrintOptions",
+    "WarningRegistries",
     "WarningsState",
     "specs",
 ]
 
 
 class WarningsState:
-    """``warnings.filters``, when the program changed them.
-
-    The registries of warnings already shown (a module's ``__warningregistry__``,
-    ``warnings.onceregistry``) are not made to match: the interpreter empties them whenever the
-    filters' version differs from its own, which it always does in a new process, so a ``once``
-    or ``default`` warning may be shown once more after a resume.
-    """
+    """``warnings.filters``, when the program changed them (what was shown already:
+    :class:`WarningRegistries`)."""
 
     def __init__(self) -> None:
         self.baseline = list(warnings.filters)
@@ -56,6 +54,90 @@ class WarningsState:
         mutated = getattr(warnings, "_filters_mutated", None)
         if mutated is not None:
             mutated()
+
+
+def _filter_action(category: type[Warning], text: str, module: str, lineno: int) -> str:
+    """The action ``warnings.filters`` give a warning: the first filter that matches it, as
+    the interpreter matches them, else the default action."""
+    for action, message, cat, mod, line in warnings.filters:
+        if (
+            (message is None or message.match(text))
+            and issubclass(category, cat)
+            and (mod is None or mod.match(module))
+            and (line == 0 or line == lineno)
+        ):
+            return str(action)
+    return str(getattr(warnings, "defaultaction", "default"))  # (untyped in typeshed)
+
+
+def _filters_version() -> int | None:
+    """The interpreter's count of changes to the filters, which a registry of shown warnings
+    must carry to count (CPython keeps it in C, and writes it into a registry it checks). Read
+    by checking, against an empty registry, a warning the filters ignore or turn into an
+    error (caught here): nothing is shown. None where the filters show every kind tried
+    (``-W always``)."""
+    for category in (ImportWarning, ResourceWarning, PendingDeprecationWarning):
+        if _filter_action(category, "", "portal", 0) not in ("ignore", "error"):
+            continue
+        probe: dict[Any, Any] = {}
+        with contextlib.suppress(category):  # an "error" filter raises it
+            warnings.warn_explicit("", category, "<portal>", 0, module="portal", registry=probe)
+        version = probe.get("version")
+        return version if isinstance(version, int) else None
+    return None
+
+
+class WarningRegistries:
+    """Which warnings were shown already, so a resumed run shows none of them again.
+
+    A ``default`` warning (the usual action) is shown once per place: each module's
+    ``__warningregistry__`` (and ``warnings.onceregistry`` for ``once``) remembers it. A new
+    process starts with them empty, so a library's warning given at every epoch (a DataLoader's
+    ``pin_memory`` warning) would be shown again after a resume, where the uninterrupted run
+    stayed quiet. The entries still in force (written under the current filters; a change of
+    the filters voids them all, as in any run) are carried by module name, and written back
+    once the checkpoint has loaded, under the new process's filters version."""
+
+    def capture(self) -> dict[str, Any] | None:
+        version = _filters_version()
+        if version is None:
+            return None
+        shown: dict[str, list[Any]] = {}
+        for name, module in list(sys.modules.items()):
+            registry = getattr(module, "__dict__", {}).get("__warningregistry__")
+            keys = _in_force(registry, version)
+            if keys:
+                shown[name] = keys
+        once = _in_force(getattr(warnings, "onceregistry", None), version)
+        return {"modules": shown, "once": once} if shown or once else None
+
+    def restore(self, carried: dict[str, Any] | None) -> None:
+        if carried:
+            after_restore(lambda: _write_registries(carried))
+
+
+def _in_force(registry: Any, version: int) -> list[Any]:
+    if not isinstance(registry, dict) or registry.get("version") != version:
+        return []
+    return [key for key, shown in registry.items() if key != "version" and shown]
+
+
+def _write_registries(carried: dict[str, Any]) -> None:
+    version = _filters_version()
+    if version is None:
+        return
+    targets = [(warnings.__dict__.get("onceregistry"), carried.get("once") or [])]
+    for name, keys in carried.get("modules", {}).items():
+        module = sys.modules.get(name)
+        if module is not None:  # a module not loaded again has nothing to warn yet
+            targets.append((module.__dict__.setdefault("__warningregistry__", {}), keys))
+    for registry, keys in targets:
+        if not isinstance(registry, dict) or not keys:
+            continue
+        if registry.get("version") != version:
+            registry.clear()
+            registry["version"] = version
+        registry.update(dict.fromkeys(keys, True))
 
 
 class ChangedSetting:
@@ -142,6 +224,12 @@ def _carried() -> list[tuple[str, _Carried, str, tuple[str, ...]]]:
     the order they are restored. Built per call: each carrier reads its baseline when made."""
     return [
         ("warnings_filters", WarningsState(), "warnings filters the program set", ("warnings",)),
+        (
+            "warnings_shown",
+            WarningRegistries(),
+            "the warnings shown already (each module's __warningregistry__)",
+            ("warnings",),
+        ),
         (
             "recursion_limit",
             ChangedSetting(sys.getrecursionlimit, sys.setrecursionlimit),
