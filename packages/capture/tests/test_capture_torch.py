@@ -147,11 +147,25 @@ def test_a_tensor_inside_a_used_graph_travels_as_its_value() -> None:
 
 
 def test_unsupported_tensors_are_refused_by_name() -> None:
-    sparse = torch.eye(3).to_sparse()
-    with pytest.raises(TypeError, match=r"sparse_coo.*to_dense"):
-        roundtrip(sparse)
+    with pytest.warns(UserWarning, match="beta"):  # torch's own, on making one
+        csr = torch.eye(3).to_sparse_csr()
+    with pytest.raises(TypeError, match=r"sparse_csr.*to_dense"):
+        roundtrip(csr)
     with pytest.raises(TypeError, match="meta"):
         roundtrip(torch.empty(2, device="meta"))
+
+
+def test_sparse_coo_tensors_travel_as_indices_and_values() -> None:
+    """An ``nn.Embedding(sparse=True)``'s gradient is one: ``SparseAdam`` steps on it."""
+    coalesced = torch.eye(3).to_sparse()
+    loose = torch.sparse_coo_tensor(
+        [[0, 0, 2], [1, 1, 0]], [1.0, 2.0, 3.0], (3, 3), check_invariants=True
+    )
+    back = roundtrip({"coalesced": coalesced, "loose": loose})
+    for name, original in (("coalesced", coalesced), ("loose", loose)):
+        assert back[name].layout == torch.sparse_coo
+        assert back[name].is_coalesced() == original.is_coalesced()
+        assert torch.equal(back[name].to_dense(), original.to_dense())
 
 
 def test_dtypes_and_empty_tensors() -> None:
