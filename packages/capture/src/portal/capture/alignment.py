@@ -67,7 +67,8 @@ def address_of(buffer: Any) -> int | None:
 
 
 def remainder_of(buffer: Any) -> int:
-    """``buffer``'s address modulo :data:`ALIGN` (0 where it has none in host memory)."""
+    """``buffer``'s address modulo :data:`ALIGN` (0 where it has none in host memory: a
+    staged GPU buffer, say)."""
     address = address_of(buffer)
     return 0 if address is None else address % ALIGN
 
@@ -79,11 +80,9 @@ def aligned_bytearray(n: int, remainder: int) -> memoryview:
     return memoryview(block)[start : start + n]
 
 
-def aligned_copy(buffer: Any, remainder: int | None = None) -> memoryview:
-    """A writable copy of ``buffer``'s bytes at ``remainder`` modulo :data:`ALIGN` (the
-    source's own remainder where none is given)."""
+def aligned_copy(buffer: Any) -> memoryview:
+    """A writable copy of ``buffer``'s bytes at its own remainder modulo :data:`ALIGN`."""
     source = memoryview(buffer).cast("B")
-    want = remainder_of(source) if remainder is None else remainder
-    copy = aligned_bytearray(source.nbytes, want)
+    copy = aligned_bytearray(source.nbytes, remainder_of(source))
     copy[:] = source
     return copy

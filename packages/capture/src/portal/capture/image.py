@@ -209,15 +209,12 @@ class CheckpointImage:
             for want, length in zip(self.alignments, lengths, strict=True):
                 pads.append((want - at) % ALIGN)
                 at += pads[-1] + length
+        version = FORMAT_VERSION if pads else _UNALIGNED_VERSION
+        if self.header.format_version > FORMAT_VERSION:
+            version = self.header.format_version  # a newer writer's (as tests make one)
         return msgspec.structs.replace(
             self.header,
-            format_version=(
-                self.header.format_version  # a newer writer's (as tests make one)
-                if self.header.format_version > FORMAT_VERSION
-                else FORMAT_VERSION
-                if pads
-                else _UNALIGNED_VERSION
-            ),
+            format_version=version,
             pickle_length=len(self.pickle),
             buffer_lengths=lengths,
             buffer_pads=pads,

@@ -45,7 +45,6 @@ from portal.capture.pickler import (
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
-from portal.capture.staged import StagedBuffer
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -483,7 +482,7 @@ def take_snapshot(
         libraries=describe_all(carried),
     )
     # Where each buffer lies now (the live memory, not copied yet): its file keeps the alignment.
-    alignments = [0 if isinstance(b, StagedBuffer) else remainder_of(b) for b in buffers]
+    alignments = [remainder_of(b) for b in buffers]  # (a staged GPU buffer's: 0)
     image = CheckpointImage(header=header, pickle=data, buffers=buffers, alignments=alignments)
     return SnapshotResult(image, [], size)
 

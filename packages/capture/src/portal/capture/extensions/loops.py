@@ -3,10 +3,10 @@
 **DataLoader.** A loader's iterator cannot travel: its workers are processes, its sampler
 iterator a generator. It is *re-created at the same position* instead. What decides an epoch's
 order is the state of the random generators when the iterator asked its sampler for indices, so
-an import hook on ``torch.utils.data.dataloader`` gives ``_BaseDataLoaderIter`` a ``__new__`` and
-wraps two of its methods to note, per epoch, the states of the generators involved (torch's default generator, the
-loader's and the samplers' own) right before ``iter(sampler)`` and right before the first
-``next()``; a few kilobytes, once an epoch. The checkpoint holds the loader, those states and the
+an import hook on ``torch.utils.data.dataloader`` gives ``_BaseDataLoaderIter`` a ``__new__``
+and wraps two of its methods to note, per epoch, the states of the generators involved (torch's
+default generator, the loader's and the samplers' own) right before ``iter(sampler)`` and right
+before the first ``next()``; a few kilobytes, once an epoch. The checkpoint holds the loader, those states and the
 number of batches yielded. On resume the sampler is run again under the noted states (indices
 only: no sample is loaded) and the skipped batches are dropped; the new iterator (and its
 workers, seeded with the same base seed) continues with the next batch of the same order. The
