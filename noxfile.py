@@ -47,6 +47,12 @@ SLOW_PACKAGE_PYTHONS = {
     "server": ("3.11", "3.13"),
     "ray": ("3.11",),
 }
+#: Packages whose tests run in several processes at once (pytest-xdist), and how many. Portal's
+#: tests mostly wait (on a job's pause, an upload, a resumed process), so three share the two
+#: cores well (its suite took 21 of CI's 78 minutes alone, 7.5 with three); capture's mostly
+#: compute, so two. ``PORTAL_TEST_WORKERS=N`` sets every package's count (1: one process, as
+#: before), e.g. to bisect a test that fails only beside others.
+TEST_WORKERS = {"portal": 3, "capture": 2}
 AZURITE_VERSION = "3.35.0"  # 3.36+ need a newer Node than this machine's 20
 AZURITE_DIR = ROOT / ".cache" / "azurite"
 
@@ -134,7 +140,7 @@ def tests(session: nox.Session, package: str) -> None:
     install = ["-e", f"{pkg}{_extras(package)}"]
     for dependency in _workspace_deps(package):
         install += ["-e", str(_package_dir(dependency))]
-    session.install(*install, "pytest>=8", "hypothesis>=6.100")
+    session.install(*install, "pytest>=8", "hypothesis>=6.100", "pytest-xdist>=3.5")
     if package in ("capture", "portal"):  # portal: the multi-process jobs end to end
         torch_installed = _install_local_torch(session)
         if package == "capture" and torch_installed:
@@ -159,12 +165,20 @@ def tests(session: nox.Session, package: str) -> None:
         "-q",
         "--durations=8",  # the slowest tests in CI's log: what to trim when CI nears its hour
         *selection,
+        *_workers(package),
         "--rootdir",
         str(ROOT),
         "-c",
         str(ROOT / "pyproject.toml"),
         *session.posargs,
     )
+
+
+def _workers(package: str) -> list[str]:
+    """pytest-xdist's options for ``package``: its :data:`TEST_WORKERS` processes, each taking
+    the next test as it finishes one (``worksteal``: the suites mix 1 s and 50 s tests)."""
+    count = int(os.environ.get("PORTAL_TEST_WORKERS") or TEST_WORKERS.get(package, 1))
+    return ["-n", str(count), "--dist", "worksteal"] if count > 1 else []
 
 
 # torch for capture's tensor/loop tests and the tensor benchmark: only the CPU wheel lying on
@@ -174,14 +188,17 @@ TORCH_PIN = "torch==2.13.0"
 TORCH_WHEELS = Path(os.environ.get("PORTAL_TORCH_WHEELS", "/opt/wheels"))
 
 
-#: The training frameworks capture's tests pause inside (test_capture_frameworks_real.py), from
-#: the registry. Not an extra of portal-capture: every extra is installed before torch, and these
-#: need torch, which must be the local CPU build (they would pull a CUDA one).
+#: The training frameworks and event writers capture's tests pause inside
+#: (test_capture_frameworks_real.py, test_capture_writers.py), from the registry. Not an extra of
+#: portal-capture: every extra is installed before torch, and these need torch, which must be the
+#: local CPU build (they would pull a CUDA one).
 FRAMEWORK_PINS = [
     "accelerate==1.16.0",
     "transformers==5.25.0",
     "lightning==2.6.6",
     "tensorboard==2.21.0",
+    "tensorboardX==2.6.5",
+    "wandb==0.31.0",  # offline only: the tests set WANDB_MODE=offline, no error reporting
 ]
 
 

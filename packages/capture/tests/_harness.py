@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -307,3 +308,75 @@ def tensorboard_scalars(
                 number = value.tensor.float_val[0] if value.tensor.float_val else value.simple_value
                 found.append((str(path.parent.relative_to(folder)), value.tag, event.step, number))
     return len(files), found
+
+
+def wandb_history(folder: Path) -> tuple[set[str], list[tuple[int, float]]]:
+    """The run ids and the (step, loss) history of every offline run under ``folder/wandb``,
+    read from their ``.wandb`` files in the order the runs started: wandb's transaction log, a
+    7-byte file header, then records in 32 KiB blocks (each a CRC, a length and a type: whole,
+    first, middle or last part), each a ``wandb_internal_pb2.Record``."""
+    import struct
+
+    from wandb.proto import wandb_internal_pb2
+
+    ids: set[str] = set()
+    history: list[tuple[int, float]] = []
+    for path in sorted(folder.glob("wandb/offline-run-*/run-*.wandb")):
+        ids.add(path.stem.removeprefix("run-"))
+        data, pos, pending = path.read_bytes(), 7, b""
+        while pos + 7 <= len(data):
+            if 32768 - pos % 32768 < 7:
+                pos += 32768 - pos % 32768  # a block's tail too short for a header
+                continue
+            _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+            pending += data[pos + 7 : pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):  # a whole record, or its last part
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(pending)
+                pending = b""
+                if record.WhichOneof("record_type") == "history":
+                    items = {
+                        i.key or "/".join(i.nested_key): i.value_json for i in record.history.item
+                    }
+                    if "loss" in items:
+                        history.append((record.history.step.num, float(items["loss"])))
+    return ids, history
+
+
+class AgainstPlain(NamedTuple):
+    """A script run plainly in ``plain`` and, in ``job``, paused once and resumed to its end."""
+
+    plain: subprocess.CompletedProcess[bytes]
+    #: The paused run's output, then the resumed run's; the resumed run's stderr.
+    out: bytes
+    err: bytes
+    plain_dir: Path
+    job: Path
+
+
+def paused_against_plain(
+    tmp_path: Path,
+    source: Path,
+    *args: str,
+    ready: Callable[[bytes], bool],
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+) -> AgainstPlain:
+    """Copy ``source`` into two directories; run it plainly in one and, under the runtime in
+    the other, pause it (as the node does) once its output makes ``ready`` true, then resume it
+    to its end in a new process. Asserts that the plain run passed and the pause was taken."""
+    plain_dir, job = tmp_path / "plain", tmp_path / "job"
+    for where in (plain_dir, job):
+        where.mkdir()
+        shutil.copy(source, where / source.name)
+    plain = subprocess.run(
+        [sys.executable, source.name, *args],
+        cwd=plain_dir, capture_output=True, timeout=timeout, env=env, check=False,
+    )  # fmt: skip
+    assert plain.returncode == 0, plain.stderr.decode()[-3000:]
+    paused = pause_when(job / source.name, *args, ready=ready, cwd=job, env=env, timeout=timeout)
+    assert paused.events[-1]["event"] == "paused", (paused.events, paused.err.decode()[-3000:])
+    assert paused.returncode == EXIT_PAUSED, paused.err.decode()[-3000:]
+    after, err, _ = resume_noted(paused.checkpoint, job, env=env)
+    return AgainstPlain(plain, paused.out + after, err, plain_dir, job)

@@ -13,6 +13,11 @@ from _harness import CORPUS
 
 SCRIPTS = Path(__file__).parent / "corpus" / "cases"
 
+# One seed for the run, fixed here, before pytest-xdist starts its workers (they inherit it):
+# the seeded samples (which real programs, frameworks, rank shapes) are drawn as the test modules
+# are collected, and every worker must collect the same tests.
+os.environ.setdefault("PORTAL_TEST_SEED", str(random.SystemRandom().randrange(1 << 30)))
+
 
 @pytest.fixture
 def scripts(tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _harness import EXIT_PAUSED, connect, plain_run, runtime, short_dir
@@ -185,6 +186,60 @@ def test_node_pause_is_deferred_then_abandoned_at_its_deadline(scripts: Path) ->
     assert not Path(ckpt).exists()
 
 
+def _pause_slow_state(scripts: Path, *args: str) -> tuple[list[dict[str, Any]], bytes, str]:
+    """``slow_to_save.py`` (a state that takes 1.5 s to walk) given a pause of 0.3 s: its
+    events, its output, and its checkpoint's path."""
+    work = short_dir()
+    sock, ckpt = f"{work}/c.sock", f"{work}/ck.portal"
+    proc = subprocess.Popen(
+        runtime("run", "--checkpoint", ckpt, "--control", sock, "slow_to_save.py", "1.5", *args),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=scripts,
+    )
+    control = connect(proc, sock)
+    assert control is not None
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    control.pause(within=0.3)
+    events = control.events_until({"abandoned", "paused", "failed"})
+    control.close()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode in (0, EXIT_PAUSED), err.decode()
+    return events, out, ckpt
+
+
+def test_a_pause_whose_safe_point_came_in_time_is_taken_though_its_walk_outlasts_the_deadline(
+    scripts: Path,
+) -> None:
+    """The pause's deadline is when the program must reach a safe point (the node keeps the
+    rest of the notice for the saving). Reached in time, the pause is not abandoned halfway
+    through a walk that outlasts it: that kept nothing, where finishing saves the work."""
+    events, _, ckpt = _pause_slow_state(scripts)
+    assert [e["event"] for e in events] == ["pending", "paused"], events
+    paused = events[-1]
+    assert paused["seconds_to_safe_point"] < 0.3 <= 1.5 <= paused["seconds_to_write"], paused
+    resumed = subprocess.run(
+        runtime("resume", ckpt), capture_output=True, cwd=scripts, timeout=60, check=False
+    )
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert resumed.stdout == b"end 44850 1.5\n"
+
+
+def test_a_walk_past_the_deadline_that_finds_a_value_it_cannot_carry_abandons_the_pause(
+    scripts: Path,
+) -> None:
+    """The same walk, finding an open file that cannot travel: no checkpoint, and no time left
+    to try again, so the pause is abandoned as the walk ends (not at some later line) and the
+    program runs on to its end."""
+    events, out, ckpt = _pause_slow_state(scripts, "hold")
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "pending" and kinds[-1] == "abandoned", events
+    assert events[-1]["reason"] == "deadline"
+    assert any(p["name"] == "fh" for p in events[-1]["problems"]), events[-1]
+    assert out == b"end 44850 1.5\n"  # after "ready", read above
+    assert not Path(ckpt).exists()
+
+
 def test_node_can_cancel_a_pending_pause(scripts: Path) -> None:
     script = scripts / "holds_forever.py"
     work = short_dir()
@@ -235,7 +290,8 @@ def test_probe_names_values_as_the_script_knows_them(scripts: Path) -> None:
 
 def test_probe_names_each_lock_once_whatever_reaches_it(scripts: Path) -> None:
     """A ``threading.Event`` (another thread waits on it) is one problem named as the script
-    knows it, not its condition's lock and each of the lock's bound methods; a held lock reached
+    knows it (the waiting thread named), not its condition's lock and each of the lock's bound
+    methods; a held lock reached
     again through a bound method is not named twice. (Unlocked ones travel.)"""
     import json
 
@@ -251,8 +307,11 @@ def test_probe_names_each_lock_once_whatever_reaches_it(scripts: Path) -> None:
     assert [p[0] for p in problems] == ["cond", "ready", "worker.lock"]
     assert [p[1] for p in problems] == ["threading.Condition", "threading.Event", "_thread.lock"]
     held = "TypeError: cannot pickle '_thread.lock' object: it is a lock held at the pause"
-    assert problems[1][2].startswith(held) and problems[2][2].startswith(held)
+    assert problems[2][2].startswith(held)
     assert problems[0][2].startswith(held.replace("_thread.lock", "_thread.RLock"))
+    # The event's waiter is a thread nothing makes again: named, with the way out.
+    assert "thread 'Thread-1 (wait)' waits on it" in problems[1][2], problems[1][2]
+    assert "portal.runtime.remake" in problems[1][2]
 
 
 def test_wake_signals_landing_in_the_runtimes_own_code_are_no_obstacle(scripts: Path) -> None:

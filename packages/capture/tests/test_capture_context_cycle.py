@@ -137,6 +137,26 @@ def test_an_own_class_with_a_custom_reduce_travels_as_raw_state(user: types.Modu
     assert user.CALLS == ["computed"]
 
 
+def test_a_plugin_reducer_that_declines_leaves_an_own_class_to_its_raw_state(
+    user: types.ModuleType,
+) -> None:
+    """A plugin's reducer keyed on a base class returns ``NotImplemented`` for what it does
+    not take (mpmath's reducers for a copy of mpmath among the program's files): the object
+    goes on to the pickler's own handling (raw state here), not to its class's ``__reduce__``.
+    The corpus's mpmath program failed to resume when it went to ``_make_mpf``."""
+    declined: list[object] = []
+
+    def decline(obj: object) -> Any:
+        declined.append(obj)
+        return NotImplemented
+
+    _round_trip([user.Value(1)], user, reducers={object: decline})  # tried its own way once
+    user.CALLS.clear()
+    (value,) = _round_trip([user.Value(7)], user, reducers={user.Value: decline})
+    assert declined and type(value) is user.Value and value.v == 7
+    assert user.CALLS == []  # not through _remake: raw state
+
+
 def test_an_own_class_whose_raw_state_cannot_travel_keeps_its_reduce(
     user: types.ModuleType,
 ) -> None:

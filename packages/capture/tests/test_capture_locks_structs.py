@@ -147,14 +147,16 @@ def test_threading_objects_built_on_unlocked_locks_keep_their_state(
 
 
 def test_an_event_another_thread_waits_on_is_refused(user: types.ModuleType) -> None:
-    """Its condition holds the waiting thread's lock, which is held: the event cannot travel."""
+    """The waiting thread does not travel (nothing makes it again): the event is refused,
+    naming the thread and the way out (``portal.runtime.remake``)."""
     event = threading.Event()
-    waiter = threading.Thread(target=event.wait, args=(10,))
+    waiter = threading.Thread(target=event.wait, args=(10,), name="waiter")
     waiter.start()
     try:
         while not event._cond._waiters:  # type: ignore[attr-defined]
             threading.Event().wait(0.005)
-        assert HELD in refusal(event, user)
+        message = refusal(event, user)
+        assert "thread 'waiter' waits on it" in message and "portal.runtime.remake" in message
     finally:
         event.set()
         waiter.join()

@@ -115,8 +115,8 @@ def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
 ) -> None:
     """pycodestyle's shape: a file's check holds a library's generator on its stack, and the gap
     between two files is short. The pause is taken in that gap (the events are narrowed to the
-    holding frame and those outside it, each line asking whether the value has left), not at
-    the script's end."""
+    holding frame and those outside it, each line asking whether the value has left), or at a
+    line of the generator's own, never at the script's end; and it resumes identical."""
     script = tmp_path / "files.py"
     script.write_text(FILES)
     files = "120"
@@ -132,7 +132,12 @@ def test_a_pause_held_by_a_frame_s_value_is_taken_when_the_frame_lets_go(
     kinds = [e["event"] for e in run.events]
     assert kinds[-1] == "paused", (run.events[-3:], run.err.decode())
     paused_at = run.events[-1]["paused_at"]
-    assert paused_at in {"files.py:14 in check", "files.py:18 in <module>"}, paused_at
+    # In the gap, or inside tokenize's generator itself: a library's frames travel too, so
+    # a line of it is a safe point where the generator is not a value held but a frame.
+    in_tokenize = paused_at.startswith("tokenize.py:") and paused_at.endswith("under files.py:12")
+    assert in_tokenize or paused_at in {"files.py:14 in check", "files.py:18 in <module>"}, (
+        paused_at
+    )
     done = run.out.count(b"\n")
     assert done < 30, done  # within a few files of the notice, not at the end
     assert run.out + _resume(run, tmp_path) == plain.stdout

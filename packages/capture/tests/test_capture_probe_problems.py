@@ -31,7 +31,9 @@ LOCK_UNDER_PORTAL = (
 LOCK = ("_thread.lock", "TypeError: cannot pickle '_thread.lock' object")
 THREAD = (
     "threading.Thread",
-    "TypeError: cannot pickle 'Thread' object (it is part of the process)",
+    "TypeError: cannot pickle 'Thread' object (it is part of the process): make the object "
+    "that owns it again at the resume, with portal.runtime.remake(obj, factory, *args) where "
+    "obj is made",
 )
 # Under Portal the capture_files serializer names why the file cannot travel (one inside the
 # working directory would); the engine alone, without plugins, refuses every open file.

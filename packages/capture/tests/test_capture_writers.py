@@ -8,13 +8,11 @@ torch and tensorboard: Python 3.11 (the local CPU torch's), skipped elsewhere.""
 from __future__ import annotations
 
 import importlib.util
-import shutil
-import subprocess
-import sys
+import os
 from pathlib import Path
 
 import pytest
-from _harness import CORPUS, EXIT_PAUSED, pause_when, resume_noted, tensorboard_scalars
+from _harness import CORPUS, paused_against_plain, tensorboard_scalars, wandb_history
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "tensorboard")),
@@ -26,22 +24,101 @@ pytestmark = pytest.mark.skipif(
 def test_a_summary_writer_in_a_global_pauses_and_appends_to_its_file(
     tmp_path: Path, steps: int
 ) -> None:
-    plain_dir, job = tmp_path / "plain", tmp_path / "job"
-    for where in (plain_dir, job):
-        where.mkdir()
-        shutil.copy(CORPUS / "writers" / "tb_global.py", where / "train.py")
-    plain = subprocess.run(
-        [sys.executable, "train.py"], cwd=plain_dir, capture_output=True, timeout=120, check=True
-    )
-    paused = pause_when(
-        job / "train.py",
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "writers" / "tb_global.py",
         ready=lambda out: out.count(b"step ") >= steps,
-        cwd=job,
-        timeout=120,
     )
-    assert paused.events[-1]["event"] == "paused", (paused.events, paused.err.decode()[-2000:])
-    assert paused.returncode == EXIT_PAUSED
-    after, _, _ = resume_noted(paused.checkpoint, job)
-    assert paused.out + after == plain.stdout
+    assert run.out == run.plain.stdout
     # One file per writer (add_scalars makes one per tag), as the uninterrupted run leaves.
-    assert tensorboard_scalars(job / "runs") == tensorboard_scalars(plain_dir / "runs")
+    assert tensorboard_scalars(run.job / "runs") == tensorboard_scalars(run.plain_dir / "runs")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("tensorboardX") is None,
+    reason="needs tensorboardX (noxfile.py's FRAMEWORK_PINS)",
+)
+@pytest.mark.parametrize("steps", [5, 23])
+def test_a_tensorboardx_writer_in_a_global_pauses_and_appends_to_its_file(
+    tmp_path: Path, steps: int
+) -> None:
+    """tensorboardX's SummaryWriter (a multiprocessing queue and a writer thread): paused
+    mid-run, every event queued before the pause is in the file, and the resumed writer appends
+    to the same files; scalars and histograms equal an uninterrupted run's."""
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "writers" / "tbx_global.py",
+        ready=lambda out: out.count(b"step ") >= steps,
+    )
+    assert run.out == run.plain.stdout
+    assert tensorboard_scalars(run.job / "runs") == tensorboard_scalars(run.plain_dir / "runs")
+    assert _histograms(run.job / "runs") == _histograms(run.plain_dir / "runs")
+
+
+def _histograms(folder: Path) -> list[tuple[int, list[float]]]:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    found = []
+    for path in sorted(folder.rglob("events.out.tfevents.*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.HasField("histo"):
+                    found.append((event.step, list(value.histo.bucket)))
+    return found
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("wandb") is None, reason="needs wandb (noxfile.py's FRAMEWORK_PINS)"
+)
+@pytest.mark.parametrize("steps", [4, 17])
+def test_a_wandb_run_in_offline_mode_pauses_and_continues_its_history(
+    tmp_path: Path, steps: int
+) -> None:
+    """A wandb run (offline) in a global: paused mid-run, it is finished for the pause (its
+    service writes what it buffered) and made again at the resume with the same id, its next
+    step where the history stopped. The resumed job died at its next ``log()`` before (the run
+    and WANDB_SERVICE pointed at the first process's service), and the first process's history
+    was lost; now the runs' files hold one history, the uninterrupted run's."""
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_ERROR_REPORTING": "false"}
+    env.pop("WANDB_SERVICE", None)
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "writers" / "wandb_offline.py",
+        ready=lambda out: out.count(b"step ") >= steps,
+        env=env,
+    )
+    assert run.out == run.plain.stdout, run.err.decode()[-2000:]
+    ids, history = wandb_history(run.job)
+    assert len(ids) == 1 and len(list(run.job.glob("wandb/offline-run-*"))) == 2
+    assert history == wandb_history(run.plain_dir)[1]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("wandb") is None, reason="needs wandb (noxfile.py's FRAMEWORK_PINS)"
+)
+def test_a_wandb_run_finished_for_a_pause_not_taken_is_live_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run is finished before a pause reads the state; when the pause is not taken after
+    all (a value that defers it), the run is made again in place and the program's next
+    ``log()`` continues its history."""
+    import wandb
+
+    from portal.capture import remade
+    from portal.capture.extensions import trackers
+
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_ERROR_REPORTING", "false")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    trackers.serializer_specs()  # as the runtime's plugins do
+    run = wandb.init(project="portal-test", mode="offline", dir=str(tmp_path))
+    run.log({"loss": 1.0})
+    remade.finish_before_pause()
+    assert run._is_finished
+    problems: list[str] = []
+    remade.undo_before_pause(problems.append)
+    assert not problems and not run._is_finished
+    run.log({"loss": 2.0})
+    run.finish()
+    ids, history = wandb_history(tmp_path)
+    assert len(ids) == 1 and history == [(0, 1.0), (1, 2.0)]

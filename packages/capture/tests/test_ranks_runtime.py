@@ -17,6 +17,7 @@ a group of its own), chosen by the seed printed; ``PORTAL_RANKS_ALL=1`` runs all
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -25,6 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _harness import Control, connect, short_dir
@@ -153,11 +155,14 @@ def test_ranks_pause_together_and_resume_bit_for_bit(
     assert _results(out, world) == expected
 
 
-def _controlled(work: Path, hold: str = "") -> tuple[subprocess.Popen[bytes], Control, Path]:
-    """A W=2 job with a control socket (as the node runs it), once it has printed 5 steps."""
+def _controlled(
+    work: Path, hold: str = "", checkpoint: Path | None = None
+) -> tuple[subprocess.Popen[bytes], Control, Path]:
+    """A W=2 job with a control socket (as the node runs it), once it has printed 5 steps;
+    its checkpoint at ``checkpoint`` (``work/job.portal`` unless given)."""
     stdout = work / "out.txt"
     command = _runtime(
-        "run", "--nproc-per-node", "2", "--checkpoint", str(work / "job.portal"),
+        "run", "--nproc-per-node", "2", "--checkpoint", str(checkpoint or work / "job.portal"),
         "--control", str(work / "c.sock"), *_args(work / "out", "0", hold),
     )  # fmt: skip
     proc = _start(work, command, stdout)
@@ -308,6 +313,143 @@ def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
     kept = stdout.read_bytes()[: taken["stdout_bytes"]]
     assert kept + again.read_bytes() == expected_out
     assert _results(work / "out", 2) == expected
+
+
+def _periodic_set(control: Control, path: Path) -> dict[str, Any]:
+    control.send({"op": "checkpoint", "path": str(path), "deadline": time.time() + 60})
+    events = control.events_until({"checkpointed", "not-checkpointed"}, timeout=120)
+    assert events[-1]["event"] == "checkpointed", events
+    return events[-1]
+
+
+def _resumed_from(
+    work: Path, checkpoint: Path, taken: dict[str, Any], stdout: Path, expected: Reference
+) -> None:
+    """The job resumed from ``checkpoint`` (taken at ``taken``) ends as the uninterrupted run."""
+    again = work / "again.txt"
+    resumed = _start(work, _runtime("resume", str(checkpoint)), again)
+    assert resumed.wait(timeout=180) == 0, _err(work, "again")
+    kept = stdout.read_bytes()[: int(taken["stdout_bytes"])]
+    assert kept + again.read_bytes() == expected[0]
+    assert _results(work / "out", 2) == expected[1]
+
+
+@pytest.mark.parametrize("moment", ["parts", "set"])
+def test_the_launcher_killed_during_a_periodic_set_leaves_the_previous_one(
+    plain: Callable[[int, str], Reference], moment: str
+) -> None:
+    """A periodic set is taken; the next is asked for into the same file, and the launcher is
+    killed (its machine lost) while the ranks write their parts, or while it writes the set
+    from them: the file still holds the first set, whole, and the job resumes from it as if
+    never stopped. Nothing of the second is taken for a checkpoint."""
+    expected = plain(2, "0")
+    work = Path(short_dir())
+    periodic = work / "periodic.portal"
+    proc, control, stdout = _controlled(work, "big@1")
+    _when_lines(proc, stdout, 10)
+    taken = _periodic_set(control, periodic)
+    kept = periodic.read_bytes()
+    _when_lines(proc, stdout, _lines(stdout) + 5)
+    control.send({"op": "checkpoint", "path": str(periodic), "deadline": time.time() + 60})
+    writing = (
+        (lambda: list(_part_writers(work / ".job.portal.ranks")))
+        if moment == "parts"
+        else (lambda: list((work / ".job.portal.ranks").glob(".set.portal.*.tmp")))
+    )
+    end = time.monotonic() + 60
+    while not writing():
+        assert proc.poll() is None and time.monotonic() < end, _err(work, "out")
+        time.sleep(0.0005)
+    ranks = _children(proc.pid)
+    proc.kill()  # the launcher alone: its ranks die with it
+    proc.wait(timeout=30)
+    control.close()
+    end = time.monotonic() + 30
+    while any(_alive(r) for r in ranks):
+        assert time.monotonic() < end, "a rank outlived its launcher"
+        time.sleep(0.05)
+    assert periodic.read_bytes() == kept
+    _resumed_from(work, periodic, taken, stdout, expected)
+
+
+def _fill(disk: Path, name: str, leave: int = 0) -> None:
+    """Write zeros to ``disk/name`` until only ``leave`` bytes are free (0: until the disk is
+    full, ENOSPC)."""
+    chunk = b"\0" * (1 << 20)
+    with (disk / name).open("wb") as fh:
+        while True:
+            room = os.statvfs(disk)
+            if leave and room.f_bavail * room.f_frsize - leave < len(chunk):
+                return
+            try:
+                fh.write(chunk)
+                fh.flush()
+            except OSError:
+                return
+
+
+def _events_to_end(control: Control, kinds: set[str], timeout: float) -> list[dict[str, Any]]:
+    """Events up to the first of ``kinds``, or all of them until the runtime closed the
+    channel (it ended)."""
+    seen: list[dict[str, Any]] = []
+    end = time.monotonic() + timeout
+    with contextlib.suppress(EOFError):
+        while not seen or seen[-1]["event"] not in kinds:
+            seen.append(control.next_event(max(0.1, end - time.monotonic())))
+    return seen
+
+
+def test_no_space_while_a_rank_writes_its_part_leaves_the_previous_set_and_the_ranks_running(
+    plain: Callable[[int, str], Reference],
+) -> None:
+    """The disk of the checkpoints (a tmpfs) has room when a pause begins, and fills once the
+    ranks write their parts (128 MiB for rank 1). The pause is given up and said, no
+    half-written part is taken or left, every rank runs on to its end, and the set taken
+    before is whole and resumes as if never stopped."""
+    expected = plain(2, "0")
+    work = Path(short_dir())
+    # Outside the working directory, whose files every checkpoint carries (the fillers too).
+    disk = Path(short_dir())
+    parts = disk / ".job.portal.ranks"
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1g,mode=0700", "tmpfs", str(disk)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"a small tmpfs cannot be mounted here: {mounted.stderr.strip()}")
+    try:
+        periodic = disk / "periodic.portal"
+        proc, control, stdout = _controlled(work, "big@1", disk / "job.portal")
+        _when_lines(proc, stdout, 10)
+        taken = _periodic_set(control, periodic)
+        kept = periodic.read_bytes()
+        # Room for rank 1's part when it begins (its 134 MB and the 16 MiB margin), and none
+        # left once it has.
+        _fill(disk, "room", leave=170 * 1024 * 1024)
+        control.pause(within=3.0)
+        end = time.monotonic() + 60
+        while not list(parts.glob(".rank1.portal.*.tmp")):
+            assert proc.poll() is None and time.monotonic() < end, _err(work, "out")
+            time.sleep(0.0005)
+        _fill(disk, "filler")  # and none left while they are written
+        events = _events_to_end(control, {"abandoned", "paused"}, timeout=120)
+        control.close()
+        assert "paused" not in [e["event"] for e in events], events
+        # Met while writing (ENOSPC: "filled up while it was written"), or by the check
+        # before a rank's first byte, whichever came first for it: said either way.
+        said = _err(work, "out") + str(events)
+        assert "filled up while it was written" in said or "has no room for it" in said, said
+        assert any(e["event"] in ("failed", "not-checkpointed") for e in events), events
+        (disk / "filler").unlink()
+        assert proc.wait(timeout=180) == 0, _err(work, "out")  # every rank ran to its end
+        assert stdout.read_bytes() == expected[0]
+        assert _results(work / "out", 2) == expected[1]
+        assert periodic.read_bytes() == kept
+        assert not list(parts.glob("*.tmp"))  # nothing half-written is left behind
+        _resumed_from(work, periodic, taken, stdout, expected)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
 
 
 def test_the_carry_check_reports_every_rank_as_one(plain: Callable[[int, str], Reference]) -> None:

@@ -100,10 +100,20 @@ def portal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PortalCli]:
 def console_on(portal: PortalCli) -> Iterator[str]:
     """`portal console --port 0` as ``portal`` runs it (its PORTAL_HOME and settings); its base
     URL while the block runs."""
+    with console_announcing(portal) as address:
+        yield address.split("?")[0].rstrip("/")
+
+
+@contextlib.contextmanager
+def console_announcing(
+    portal: PortalCli, *flags: str, env: dict[str, str] | None = None
+) -> Iterator[str]:
+    """`portal console --port 0 FLAGS` (``env`` added to ``portal``'s); the address it printed
+    (``?token=...`` included when it asks for one) while the block runs."""
     process = subprocess.Popen(
-        portal.command("console", "--port", "0"),
+        [*portal.command("console", "--port", "0"), *flags],
         cwd=portal.workdir,
-        env=portal.env,
+        env={**portal.env, **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -111,12 +121,12 @@ def console_on(portal: PortalCli) -> Iterator[str]:
     )
     assert process.stderr is not None
     line = process.stderr.readline()
-    found = re.search(r"console on (http://127\.0\.0\.1:\d+/)", line)
+    found = re.search(r"console on (http://127\.0\.0\.1:\d+/\S*) ", line)
     if found is None:
         process.kill()
         raise AssertionError(f"portal console did not start: {line}{process.stderr.read()}")
     try:
-        yield found.group(1).rstrip("/")
+        yield found.group(1)
     finally:
         process.send_signal(signal.SIGINT)
         try:

@@ -95,3 +95,12 @@ def test_checkpoint_ref_resumable() -> None:
     ref = CheckpointRef(job_id="j", checkpoint_id="c", url="file:///x", created_at=1)
     assert ref.resumable
     assert not attrs.evolve(ref, state=CheckpointState.INCOMPLETE).resumable
+
+
+@pytest.mark.parametrize("when", [float("inf"), float("nan"), 1e300, -1.0, 253_402_300_800.0])
+def test_a_notice_time_must_be_one_a_clock_can_print(when: float) -> None:
+    """Issue 41, item 1: a node died formatting a deadline of ``inf``."""
+    with pytest.raises(ValueError, match="between 1970 and the year 9999"):
+        Notice(id="n", source="s", provider="p", kind="preemption", deadline=when, seen_at=0)
+    with pytest.raises(ValueError, match="between 1970 and the year 9999"):
+        Notice(id="n", source="s", provider="p", kind="preemption", deadline=1, seen_at=when)

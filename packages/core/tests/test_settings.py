@@ -8,7 +8,16 @@ import pytest
 from portal.core.errors import InvalidSettingError, PluginError
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins
-from portal.core.settings import Settings, parse_duration, positive_float, setting_names, text
+from portal.core.settings import (
+    Settings,
+    gib,
+    parse_duration,
+    positive_float,
+    seconds,
+    secret_settings,
+    setting_names,
+    text,
+)
 from portal.core.specs import SettingSpec
 
 
@@ -169,7 +178,7 @@ def test_a_plugins_bad_value_is_named_with_its_file_and_line(
         Settings.load(environ={"PORTAL_HOME": str(tmp_path)}, project=False, plugins=Plugins(pm))
     message = str(info.value)
     assert "setting acme.poll_interval_s has value -3" in message
-    assert f"(from {tmp_path / 'config.toml'} line 3): expected a number above 0" in message
+    assert f"(from {tmp_path / 'config.toml'} line 3): expected a finite number above 0" in message
 
 
 def test_a_plugin_may_not_redeclare_portals_own_setting(pm: pluggy.PluginManager) -> None:
@@ -227,7 +236,48 @@ def test_durations_are_read_as_people_write_them(text: str, seconds: float) -> N
     assert Settings.load({"checkpoint_every": text}, environ={}).checkpoint_every == seconds
 
 
-@pytest.mark.parametrize("text", ["", "soon", "0", "-5m", "nan", "1e309"])
+@pytest.mark.parametrize(
+    "text", ["", "soon", "0", "-5m", "nan", "1e309", "inf", "0.0001s", "400 days", "1e300"]
+)
 def test_a_duration_that_is_none_is_refused_with_examples(text: str) -> None:
     with pytest.raises(ValueError, match=r"30s, 10m, 1h30m"):
         parse_duration(text)
+
+
+def test_a_longer_duration_is_read_where_the_caller_allows_it() -> None:
+    assert parse_duration("400 days", at_most=10 * 366 * 86_400) == 400 * 86_400.0
+
+
+@pytest.mark.parametrize("raw", ["inf", "nan", "-inf", 1e300, "1e400", 0, -1, "x", None])
+def test_times_and_sizes_refuse_what_is_not_finite_or_absurd(raw: object) -> None:
+    """Issue 41, items 1 and 14: one reader for each, everywhere (flags, settings, files)."""
+    with pytest.raises(ValueError, match="at most 31622400 \\(366 days\\)"):
+        seconds(raw)
+    with pytest.raises(ValueError, match="at most 1048576 \\(a pebibyte\\)"):
+        gib(raw)
+    if raw not in (1e300,):
+        with pytest.raises(ValueError, match=r"finite number above 0|expected a number"):
+            positive_float(raw)
+    assert seconds("30") == 30.0 and gib(0.5) == 0.5 and seconds(366 * 86_400) == 366 * 86_400
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("notice_default_s", "inf"),
+        ("capture_probe_every_s", "1e300"),
+        ("capture_probe_every_min", "nan"),
+        ("checkpoint_every", "0.0001s"),
+    ],
+)
+def test_settings_of_time_refuse_non_finite_and_absurd_values(name: str, raw: str) -> None:
+    with pytest.raises(InvalidSettingError, match=f"setting {name} has value {raw!r}"):
+        Settings.load({name: raw}, environ={}, project=False, plugins=False)
+
+
+def test_a_secret_setting_is_never_printed_in_its_refusal() -> None:
+    assert "control_token" in secret_settings()
+    with pytest.raises(InvalidSettingError) as refused:
+        Settings.load({}, environ={"PORTAL_TOKEN": "s3cr3t\nx"}, project=False, plugins=False)
+    assert "a value (a secret, not shown)" in str(refused.value)
+    assert "s3cr3t" not in str(refused.value) + repr(refused.value.details)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -15,6 +16,11 @@ from typing import Any
 import pytest
 
 SCRIPTS = Path(__file__).parent / "scripts"
+
+# One seed for the run, fixed here, before pytest-xdist starts its workers (they inherit it):
+# the seeded samples (which damage, which kill points) are drawn as the test modules are
+# collected, and every worker must collect the same tests.
+os.environ.setdefault("PORTAL_TEST_SEED", str(random.SystemRandom().randrange(1 << 30)))
 
 
 def wait_until(what: str, test: Any, timeout: float = 60) -> Any:

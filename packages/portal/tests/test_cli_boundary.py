@@ -34,6 +34,19 @@ ALLOWED = {0, 64, 65, 69, 70, 75}
         (["status", "no-such-job"], "portal jobs"),
         (["bogus"], "invalid choice: 'bogus'"),
         (["run"], "the following arguments are required: SCRIPT"),
+        # Issue 41, items 1 and 14: every time and size read in one way; inf and 1e400 refused.
+        (["notice", "x", "--seconds", "inf"], "at most 31622400 (366 days), not 'inf'"),
+        (["notice", "x", "--seconds", "1e300"], "at most 31622400 (366 days), not '1e300'"),
+        (["notice", "x", "--seconds", "nan"], "a number of seconds above 0"),
+        (["wait", "x", "--timeout", "-1"], "from 0 to 31622400 (366 days), not '-1'"),
+        (["run", "--memory", "inf", "exits.py", "0"], "at most 1048576 (a pebibyte)"),
+        (["run", "--state-gib", "1e400", "exits.py", "0"], "at most 1048576 (a pebibyte)"),
+        (
+            ["run", "--checkpoint-every", "0.0001s", "exits.py", "0"],
+            "expected a duration from 0.1s to 366 days",
+        ),
+        (["run", "--checkpoint-every", "inf", "exits.py", "0"], "is not a checkpoint interval"),
+        (["run", "."], "script '.' is a folder, not a Python file: give the file to run (it holds"),
     ],
 )
 def test_bad_arguments_are_refused_in_words_and_leave_no_job(
@@ -59,6 +72,46 @@ def test_a_script_name_that_is_not_text_is_refused_by_name(portal: PortalCli) ->
     )
     assert done.returncode == 64 and "Traceback" not in done.stderr
     assert "is not valid UTF-8 text" in done.stderr and "rename it" in done.stderr
+
+
+def test_a_socket_folder_that_cannot_be_trusted_is_told_by_the_command(
+    portal: PortalCli, tmp_path: Path
+) -> None:
+    """Issue 41, item 4: the node refused a socket folder replaced by a link, but only in its
+    log: `portal run` said "started" and waited for ever, the job `running` with no process.
+    The command says why and the way out, and the job ends failed; a resume is refused alike
+    and the job keeps its state."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    portal.env["TMPDIR"] = str(temp)
+    (temp / f"portal-{os.getuid()}").symlink_to(tmp_path)
+    done = portal("run", "--name", "t", "exits.py", "0", timeout=30)
+    assert done.returncode == 69 and "Traceback" not in done.stderr, done.stderr
+    assert "cannot be trusted: it is not a folder (a link or a file stands there)" in done.stderr
+    assert "set TMPDIR to a folder only this user can write" in done.stderr
+    assert portal.state("t") == "failed"
+
+
+def test_a_token_that_cannot_be_one_is_refused_and_never_printed(portal: PortalCli) -> None:
+    """Issue 41, item 18: a token pasted with its line's end went into a request header and the
+    refusal printed its bytes."""
+    portal.env.update(PORTAL_CONTROL_PLANE="http://127.0.0.1:9", PORTAL_TOKEN="s3cr3t-tok\nen")
+    done = portal("jobs")
+    assert done.returncode == 64 and "Traceback" not in done.stderr
+    assert "setting control_token has a value (a secret, not shown)" in done.stderr
+    assert "s3cr3t" not in done.stderr + done.stdout
+
+
+def test_a_relative_home_is_taken_from_the_directory_the_command_runs_in(
+    portal: PortalCli,
+) -> None:
+    """Issue 41, item 15: a relative PORTAL_HOME said "relative path can't be expressed as a file
+    URI"; it is the folder under the command's directory, for the node too."""
+    portal.env["PORTAL_HOME"] = "relative-home"
+    done = portal("run", "exits.py", "0")
+    assert done.returncode == 0, done.stderr
+    assert (portal.workdir / "relative-home" / "portal.db").is_file()
+    assert "done" in portal("jobs").stdout
 
 
 @pytest.mark.parametrize(

@@ -232,6 +232,21 @@ def test_events_are_ordered_per_job_and_incremental(store: ControlStore) -> None
     assert store.events("j-a", after=s2) == []
 
 
+def test_a_message_longer_than_a_service_keeps_is_cut_not_refused(
+    store: ControlStore, location: tuple[str, str]
+) -> None:
+    """A 100 kB message (an exception's text) is kept whole by a database, and cut with a mark
+    by a service (which caps messages at 16 kB): never refused, which would block the journal
+    of the node that sent it."""
+    store.append_event(event("j-a", "x" * 100_000))
+    ((_, kept),) = store.events("j-a")
+    if location[0].startswith("http-"):
+        assert len(kept.message) == 16_384
+        assert kept.message.endswith(" … (cut: the whole is in the node's log)")
+    else:
+        assert kept.message == "x" * 100_000
+
+
 def test_a_report_sent_again_is_recorded_once(store: ControlStore) -> None:
     """A node whose report timed out sends it again (the first one may have arrived): each
     report id is recorded once per job, at its first seq; events without an id are all kept."""

@@ -1,17 +1,25 @@
-"""Fault injection: a kill -9 at a random point loses no job that had a complete checkpoint.
+"""Fault injection: kills with -9 at random points lose no job that had a complete checkpoint.
 
 Each trial runs ``big.py`` (20 MB of state from step 10) with a periodic checkpoint every second,
-waits for the first one, then kills the job's process or its node with SIGKILL at a random
-moment of one of three windows: a periodic checkpoint's write and upload, a notice's pause
-(write, streamed upload), or a resume's download and restore. Whatever the kill hits, the job is
-then resumed as its user would (``portal resume JOB``; a job whose process died outside any
-checkpoint is ``failed`` like any script killed, and resumes from a checkpoint the user names)
-and must end with exactly the output of an uninterrupted run.
+waits for the first one, then kills with SIGKILL, at a random moment of one of three windows (a
+periodic checkpoint's write and upload, a notice's pause and streamed upload, a resume's download
+and restore), what its shape names:
+
+- ``job``: the job's process;
+- ``node``: its node (the job's process dies with it);
+- ``both``: the two at once;
+- ``again``: one of those, then, once the job has settled, a second kill (of a target drawn
+  again) at a random moment of the resume its user starts.
+
+Whatever the kills hit, the job is then resumed as its user would (``portal resume JOB``; a job
+whose process died outside any checkpoint is ``failed`` like any script killed, and resumes from a
+checkpoint the user names) and must end with exactly the output of an uninterrupted run.
 
 The kill points come from a seed printed with each trial (``PORTAL_TEST_SEED=N`` reproduces
-them). CI runs ``PORTAL_FAULT_TRIALS`` trials (default 2), a different sample each landing;
-``PORTAL_FAULT_TRIALS=50`` is the full suite. The summary line of each trial (target, window,
-delay, what the kill hit, how it was resumed) goes to ``PORTAL_FAULT_REPORT`` when set.
+them). CI runs ``PORTAL_FAULT_TRIALS`` trials (default 2), the shapes in turn from a place the
+seed picks, so a different sample each landing; ``PORTAL_FAULT_TRIALS=80`` is the full campaign,
+20 trials of each shape. The summary line of each trial (shape, targets, windows, delays, what
+each kill hit, how it was resumed) goes to ``PORTAL_FAULT_REPORT`` when set.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ SIZE = str(20_000_000)
 #: come every second.
 WINDOWS = {"periodic": 1.2, "notice": 0.5, "restore": 0.9}
 SETTLED = ("suspended", "lost", "failed", "done")
+SHAPES = ("job", "node", "both", "again")
 _plain: dict[str, str] = {}
 
 
@@ -64,41 +73,78 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _pid_of(portal: PortalCli, job: str, target: str, attempt: int) -> tuple[str, int] | None:
-    """The live process of ``attempt`` to kill: the job's (its ``started`` event) or the
-    node's. A job process not started yet (a resume still downloading): the node."""
+def _pids_of(portal: PortalCli, job: str, target: str, attempt: int) -> list[tuple[str, int]]:
+    """The live processes of ``attempt`` to kill: the job's (its ``started`` event), the
+    node's, or both. A job process not started yet (a resume still downloading): the node."""
     node = int((portal.home / "jobs" / job / "attempts" / str(attempt) / "node.pid").read_text())
-    if target == "job":
+    found: list[tuple[str, int]] = []
+    if target in ("job", "both"):
         started = [e for e in _events(portal, job) if e["kind"] == "started" and "pid" in e]
         if len(started) == attempt and _alive(int(started[-1]["pid"])):
-            return "job", int(started[-1]["pid"])
-    return ("node", node) if _alive(node) else None
+            found.append(("job", int(started[-1]["pid"])))
+    if (target != "job" or not found) and _alive(node):
+        found.append(("node", node))
+    return found
 
 
 def _kill_at(portal: PortalCli, job: str, target: str, delay: float, attempt: int) -> str:
     pid_file = portal.home / "jobs" / job / "attempts" / str(attempt) / "node.pid"
     wait_until(f"attempt {attempt}'s node", pid_file.exists, 30)
     time.sleep(delay)
-    found = _pid_of(portal, job, target, attempt)
-    if found is None:
+    found = _pids_of(portal, job, target, attempt)
+    if not found:
         return f"attempt {attempt} had ended: nothing to kill"
-    what, pid = found
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return f"{what} already gone"
-    return f"{what} {pid} of attempt {attempt} killed"
+    hit = []
+    for what, pid in found:  # one after the other at once: both die within a millisecond
+        try:
+            os.kill(pid, signal.SIGKILL)
+            hit.append(f"{what} {pid}")
+        except ProcessLookupError:
+            hit.append(f"{what} already gone")
+    return f"{' and '.join(hit)} of attempt {attempt} killed"
+
+
+def _settle(portal: PortalCli, job: str) -> str:
+    return str(
+        wait_until(
+            "the job to settle", lambda: (s := _status(portal, job)["state"]) in SETTLED and s, 90
+        )
+    )
+
+
+def _resume_args(portal: PortalCli, job: str, state: str, line: str, hit: str) -> list[str]:
+    """How its user resumes the settled job: a ``failed`` one from the checkpoint they name."""
+    last = _status(portal, job)["last_checkpoint"]
+    assert last is not None, (
+        f"{line}: {hit}; the job is {state} with no complete checkpoint\n"
+        + portal("explain", job).stdout
+    )
+    return ["--checkpoint", last["id"]] if state == "failed" else []
+
+
+def _whom(target: str) -> str:
+    return "both" if target == "both" else f"the {target}"
+
+
+def _attempts(portal: PortalCli, job: str) -> int:
+    return len(list((portal.home / "jobs" / job / "attempts").iterdir()))
 
 
 @pytest.mark.parametrize("trial", range(TRIALS))
 def test_a_kill_at_a_random_point_loses_no_job(portal: PortalCli, trial: int) -> None:
     rng = random.Random(f"{SEED}:{trial}")
-    target = rng.choice(("job", "node"))
+    shape = SHAPES[(SEED + trial) % len(SHAPES)]
+    target = rng.choice(("job", "node", "both")) if shape == "again" else shape
     window = rng.choice(sorted(WINDOWS))
     delay = rng.uniform(0.0, WINDOWS[window])
     line = (
-        f"seed={SEED} trial={trial}: kill the {target} in the {window} window after {delay:.2f} s"
+        f"seed={SEED} trial={trial} shape={shape}: kill {_whom(target)} in the {window} window "
+        f"after {delay:.2f} s"
     )
+    second_target = rng.choice(("job", "node", "both"))
+    second_delay = rng.uniform(0.0, WINDOWS["restore"])
+    if shape == "again":
+        line += f", then {_whom(second_target)} in the resume after {second_delay:.2f} s"
     print(f"{line} (PORTAL_TEST_SEED={SEED} reproduces)")
     if "out" not in _plain:
         _plain["out"] = portal.plain("big.py", SIZE)
@@ -121,18 +167,18 @@ def test_a_kill_at_a_random_point_loses_no_job(portal: PortalCli, trial: int) ->
         assert resumed.returncode == 0, resumed.stderr
     hit = _kill_at(portal, job, target, delay, attempt)
 
-    state = wait_until(
-        "the job to settle", lambda: (s := _status(portal, job)["state"]) in SETTLED and s, 90
-    )
+    state = _settle(portal, job)
     how = "finished before the kill"
+    if state != "done" and shape == "again":
+        named = _resume_args(portal, job, state, line, hit)
+        attempt = _attempts(portal, job) + 1
+        resumed = portal("resume", "--detach", *named, job)
+        assert resumed.returncode == 0, f"{line}: {hit}; resumed: {resumed.stderr}"
+        hit += "; " + _kill_at(portal, job, second_target, second_delay, attempt)
+        state = _settle(portal, job)
     if state != "done":
-        last = _status(portal, job)["last_checkpoint"]
-        assert last is not None, (
-            f"{line}: {hit}; the job is {state} with no complete checkpoint\n"
-            + portal("explain", job).stdout
-        )
-        named = ["--checkpoint", last["id"]] if state == "failed" else []
-        how = f"{state}, resumed from {last['id']}" + (" (named)" if named else "")
+        named = _resume_args(portal, job, state, line, hit)
+        how = f"{state}, resumed" + (f" from {named[1]} (named)" if named else "")
         resumed = portal("resume", *named, job, timeout=180)
         assert resumed.returncode == 0, f"{line}: {hit}; {how}: {resumed.stderr}"
     logged = portal("logs", job).stdout

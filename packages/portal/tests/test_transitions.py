@@ -95,7 +95,10 @@ def test_logs_follow_goes_through_a_suspension_into_the_next_attempt(portal: Por
 def test_logs_replay_stdout_and_stderr_in_the_order_they_were_written(portal: PortalCli) -> None:
     """Across a suspension and a resume, ``portal logs`` interleaves the two streams as the job
     wrote them (stdout still to stdout, stderr to stderr); ``--stream`` picks one."""
-    job = portal("run", "--detach", "interleaved.py", "8").stdout.strip()
+    # 24 lines, 0.3 s apart: 6 s left after line 2 for the notice to pause it, on a loaded
+    # machine too (with 8, a CI run under load saw the job end first).
+    lines = 24
+    job = portal("run", "--detach", "interleaved.py", str(lines)).stdout.strip()
     portal.wait_for_output(job, "line 2 ")
     portal("notice", job)
     assert portal("wait", job, "--timeout", "60").stdout.strip() == "suspended"
@@ -110,17 +113,17 @@ def test_logs_replay_stdout_and_stderr_in_the_order_they_were_written(portal: Po
         timeout=60,
         check=True,
     ).stdout
-    lines = [line for line in merged.splitlines() if not line.startswith("portal:")]
-    assert lines == [f"line {i} on {'out' if i % 2 == 0 else 'err'}" for i in range(8)]
+    replayed = [line for line in merged.splitlines() if not line.startswith("portal:")]
+    assert replayed == [f"line {i} on {'out' if i % 2 == 0 else 'err'}" for i in range(lines)]
     both = portal("logs", job)
-    assert both.stdout.splitlines() == [f"line {i} on out" for i in range(0, 8, 2)]
+    assert both.stdout.splitlines() == [f"line {i} on out" for i in range(0, lines, 2)]
     assert [x for x in both.stderr.splitlines() if x.startswith("line")] == [
-        f"line {i} on err" for i in range(1, 8, 2)
+        f"line {i} on err" for i in range(1, lines, 2)
     ]
     only_err = portal("logs", job, "--stream", "stderr")
     assert only_err.stdout == ""
     assert [x for x in only_err.stderr.splitlines() if x.startswith("line")] == [
-        f"line {i} on err" for i in range(1, 8, 2)
+        f"line {i} on err" for i in range(1, lines, 2)
     ]
     only_out = portal("logs", job, "--stream", "stdout")
     assert only_out.stdout == both.stdout

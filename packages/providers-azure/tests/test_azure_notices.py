@@ -221,6 +221,29 @@ def test_vm_name_setting_overrides_compute_name(azure: FakeAzureMetadata, tmp_pa
         source.close()
 
 
+@pytest.mark.parametrize("unreadable", ["no name", "instance document fails"])
+def test_when_this_vms_name_cannot_be_read_every_preempt_is_taken_as_its_own(
+    azure: FakeAzureMetadata, tmp_path: Path, caplog: pytest.LogCaptureFixture, unreadable: str
+) -> None:
+    """Issue 41, item 19: the source raised at every poll and no notice was ever taken. A
+    neighbour's event taken as this VM's costs a needless pause; a missed one, the job."""
+    if unreadable == "no name":
+        azure.compute["name"] = ""
+    else:
+        azure.fail_next(500, path="/metadata/instance", times=1000)
+    source = make(azure, tmp_path)
+    try:
+        azure.preempt(resources=["some-neighbour"])
+        (notice,) = poll_until(source)
+        assert notice.kind is NoticeKind.PREEMPTION
+        assert (
+            caplog.text.count("every Preempt, Terminate, Reboot and Redeploy event is taken") == 1
+        )
+        assert "taken as this VM's: its name is unknown" in caplog.text
+    finally:
+        source.close()
+
+
 def test_clock_skew_is_converted(tmp_path: Path) -> None:
     with FakeAzureMetadata(vm_name="vm-1", skew_s=-900.0) as azure:  # Azure 15 min behind us
         source = make(azure, tmp_path)

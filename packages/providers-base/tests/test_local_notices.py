@@ -44,16 +44,34 @@ def test_factory_reads_the_directory_from_the_environment(tmp_path: Path) -> Non
     assert not spec.factory(NoticeSourceContext()).detect()
 
 
-def test_bad_notice_length(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seconds", [0, -1, float("nan"), float("inf"), 1e300, 366 * 86400 + 1])
+def test_bad_notice_length(tmp_path: Path, seconds: float) -> None:
+    """Issue 41, item 1: ``inf`` was delivered, and the node died formatting its deadline."""
     with pytest.raises(InvalidArgumentError, match="--seconds"):
-        deliver_notice(tmp_path, seconds=0)
+        deliver_notice(tmp_path, seconds=seconds)
+    assert list(tmp_path.iterdir()) == []
 
 
-def test_malformed_file_is_ignored_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{not json",
+        '{"id": "x", "deadline": Infinity}',
+        '{"id": "x", "deadline": NaN}',
+        '{"id": "x", "deadline": 1e300}',
+        '{"id": "x", "deadline": -5}',
+        '{"id": "x"}',
+    ],
+)
+def test_a_notice_file_that_cannot_be_read_is_set_aside_and_never_read_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, body: str
+) -> None:
     src = LocalNoticeSource(tmp_path, clock=FakeClock())
-    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "bad.json").write_text(body)
     assert src.poll(0) == [] and src.poll(0) == []
-    assert caplog.text.count("malformed notice file") == 1
+    assert caplog.text.count("which cannot be read (kept as bad.json.unreadable)") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json.unreadable"]
+    assert LocalNoticeSource(tmp_path, clock=FakeClock()).poll(0) == []  # a later attempt's
     clock = FakeClock(start=500.0)
     notice = deliver_notice(tmp_path, seconds=30, clock=clock)
     (got,) = src.poll(0)

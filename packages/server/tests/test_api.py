@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -58,9 +59,15 @@ def test_health_needs_no_token(raw: Raw) -> None:
     assert raw("GET", "/v1/health")[::2] == (200, {"ok": True})
 
 
-def test_every_other_route_refuses_a_request_without_a_valid_token(
-    raw: Raw, server: ServerProcess
-) -> None:
+def test_every_other_route_refuses_a_request_without_a_valid_token(tmp_path: Path) -> None:
+    # More bad tokens than one address may send by default: the limit is tested on its own.
+    with running_server(
+        "sqlite", home=tmp_path / "server", args=["--auth-failures", "0"]
+    ) as server:
+        _every_route_refuses_bad_tokens(Raw(server.url), server)
+
+
+def _every_route_refuses_bad_tokens(raw: Raw, server: ServerProcess) -> None:
     for method, path, body in ROUTES:
         for token in (None, "ptk_not-a-token", ""):
             status, headers, answer = raw(method, path, body, token=token)
@@ -97,15 +104,71 @@ def test_reads_and_writes_with_a_token_and_a_revoked_token_is_refused_at_once(
 
 def test_each_write_is_logged_with_its_user(raw: Raw, server: ServerProcess) -> None:
     alice, _ = server.tokens.create("alice")
+    bob, _ = server.tokens.create("bob")
     raw("POST", "/v1/jobs", JOB, token=alice)
     raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=alice)
+    raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=bob)
     raw("POST", "/v1/jobs/j-a/state", {"state": "done"}, token=server.token)
     raw("GET", "/v1/jobs", token=alice)
     log = server.log.read_text()
     assert "alice POST /v1/jobs -> 201" in log
     assert "alice POST /v1/jobs/j-a/state -> 200" in log
-    assert "tester POST /v1/jobs/j-a/state -> 404" in log  # not tester's job
+    assert "bob POST /v1/jobs/j-a/state -> 404" in log  # not bob's job
+    assert "tester POST /v1/jobs/j-a/state -> 200" in log  # the test's token is an admin's
     assert "GET /v1/jobs" not in log  # reads are not logged
+
+
+def test_bad_tokens_from_one_address_are_limited_and_valid_ones_still_served(
+    tmp_path: Path,
+) -> None:
+    """Requests with bad tokens were never limited. Past --auth-failures N a minute from one
+    address they are answered 429 with Retry-After, naming the limit; a valid token from the
+    same address is still served (an address may be a NAT shared by a whole fleet)."""
+    with running_server(
+        "sqlite", home=tmp_path / "server", args=["--auth-failures", "3"]
+    ) as server:
+        raw = Raw(server.url)
+        for token in (None, "ptk_wrong", ""):
+            assert raw("GET", "/v1/jobs", token=token)[0] == 401
+        status, headers, answer = raw("POST", "/v1/jobs", JOB, token="ptk_wrong")
+        assert (status, answer["code"]) == (429, "RATE_LIMITED"), answer
+        assert 1 <= int(headers["retry-after"]) <= 20  # one more failure each 20 s
+        assert (
+            "refused POST /v1/jobs: 127.0.0.1 sent more than 3 requests a minute"
+            in (answer["message"])
+        )
+        assert "without a valid token" in answer["message"]
+        assert "--auth-failures" in answer["message"] and "set PORTAL_TOKEN" in answer["message"]
+        assert answer["details"]["limit_per_minute"] == 3
+        assert raw("GET", "/v1/jobs", token="ptk_wrong")[0] == 429
+        assert raw("GET", "/v1/jobs", token=server.token)[2] == {"jobs": []}  # nothing written
+        assert raw("GET", "/v1/health")[0] == 200
+    bad = subprocess.run(
+        [sys.executable, "-m", "portal.cli", "server", "--auth-failures", "-1"],
+        env={**os.environ, "PORTAL_HOME": str(tmp_path / "x")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 64 and "--auth-failures: expected a number" in bad.stderr
+
+
+def test_bad_tokens_are_logged_as_a_count_per_address_not_a_line_each(tmp_path: Path) -> None:
+    """Each bad token wrote a warning line: a loop with a revoked token filled the log. Now an
+    address's first refusal is logged at once, the rest as one count a minute (and when the
+    server stops)."""
+    with running_server("sqlite", home=tmp_path / "server") as server:
+        raw = Raw(server.url)
+        for _ in range(12):
+            assert raw("GET", "/v1/jobs", token="ptk_wrong")[0] == 401
+        during = [line for line in server.log.read_text().splitlines() if "refused" in line]
+    assert len(during) == 1, during
+    assert "refused a request from 127.0.0.1 for its token" in during[0]
+    assert "its token is unknown or revoked" in during[0] and "one line a minute" in during[0]
+    after = [line for line in server.log.read_text().splitlines() if "refused" in line]
+    assert len(after) == 2, after
+    assert "refused 11 more requests from 127.0.0.1 for its token in the last minute" in after[1]
+    assert "the last: the control plane refused GET /v1/jobs" in after[1]
 
 
 # --- who may see and change a job ------------------------------------------------------------
@@ -149,6 +212,132 @@ def test_a_job_token_reads_and_writes_that_one_job_only(raw: Raw, server: Server
     assert status == 400 and "held to job j-a: it creates no job" in answer["message"]
     with pytest.raises(InvalidArgumentError, match="cannot be an admin's"):
         server.tokens.create("root", role="admin", job="j-a")
+
+
+def test_only_an_admin_or_a_job_of_its_machine_records_a_reclaim(
+    raw: Raw, server: ServerProcess
+) -> None:
+    """Reclaims steer every user's placements (a reclaimed pool is left out a while): a plain
+    user's token may not write one; an admin's may; a job's token only for a machine its job
+    ran on. Everyone still reads them."""
+    alice, _ = server.tokens.create("alice")
+    root, _ = server.tokens.create("root", role="admin")
+    assert raw("POST", "/v1/jobs", JOB, token=alice)[0] == 201
+    assert (
+        raw("POST", "/v1/jobs/j-a/attempts", {"machine": "m-1", "at": 2.0}, token=alice)[0] == 201
+    )
+    node, _ = server.tokens.create("alice", job="j-a")
+    reclaim = {"pool": "spot:aws:c7i.large:us-east-1a", "at": 3.0, "machine": "m-1"}
+
+    status, _, answer = raw("POST", "/v1/reclaims", reclaim, token=alice)
+    assert (status, answer["code"]) == (403, "FORBIDDEN"), answer
+    assert "the token of alice may not record a reclaim" in answer["message"]
+    assert "every user's placements" in answer["message"]
+    assert "--admin" in answer["message"] and "--job JOB" in answer["message"]
+    assert raw("GET", "/v1/reclaims?since=0", token=alice)[2] == {"reclaims": []}
+
+    status, _, answer = raw("POST", "/v1/reclaims", {**reclaim, "machine": "m-2"}, token=node)
+    assert (status, answer["code"]) == (403, "FORBIDDEN"), answer
+    assert "job j-a, which ran on no machine 'm-2'" in answer["message"]
+    assert "m-1" in answer["message"]
+
+    assert raw("POST", "/v1/reclaims", reclaim, token=node)[0] == 204
+    assert raw("POST", "/v1/reclaims", {**reclaim, "at": 4.0, "machine": "x"}, token=root)[0] == 204
+    pools = raw("GET", "/v1/reclaims?since=0", token=alice)[2]["reclaims"]
+    assert pools == [{"pool": reclaim["pool"], "at": 3.0}, {"pool": reclaim["pool"], "at": 4.0}]
+    assert "alice POST /v1/reclaims -> 403" in server.log.read_text()
+
+
+# --- job names: each user's own --------------------------------------------------------------
+
+
+def test_job_names_are_each_users_own(raw: Raw, server: ServerProcess) -> None:
+    """Names were one namespace across users: bob learnt alice's names ("a job named 'alicejob'
+    already exists") and could take the ones her scripts use. Now a name is unique among one
+    user's jobs, and a name means the caller's own job by that name."""
+    alice, _ = server.tokens.create("alice")
+    bob, _ = server.tokens.create("bob")
+    root, _ = server.tokens.create("root", role="admin")
+    named = {**JOB, "name": "alicejob"}
+    assert raw("POST", "/v1/jobs", named, token=alice)[0] == 201
+    status, _, job = raw("POST", "/v1/jobs", {**named, "id": "j-b"}, token=bob)
+    assert (status, job["id"], job["name"]) == (201, "j-b", "alicejob"), job
+
+    # bob's refusal concerns bob's own job, in the embedded store's words
+    status, _, answer = raw("POST", "/v1/jobs", {**named, "id": "j-c"}, token=bob)
+    assert (status, answer["details"]) == (400, {"name": "alicejob"}), answer
+    assert answer["message"].startswith("a job named 'alicejob' already exists")
+    assert raw("POST", "/v1/jobs", {**JOB, "id": "j-s", "name": "secret"}, token=alice)[0] == 201
+    assert raw("POST", "/v1/jobs", {**JOB, "id": "j-t", "name": "secret"}, token=bob)[0] == 201
+
+    # a name finds the caller's own job, on every route
+    assert raw("GET", "/v1/jobs/alicejob", token=alice)[2]["id"] == "j-a"
+    assert raw("GET", "/v1/jobs/alicejob", token=bob)[2]["id"] == "j-b"
+    status, _, job = raw("POST", "/v1/jobs/alicejob/state", {"state": "done"}, token=bob)
+    assert (status, job["id"], job["name"], job["state"]) == (200, "j-b", "alicejob", "done")
+    assert raw("GET", "/v1/jobs/alicejob", token=alice)[2]["state"] == "running"
+    event = {"at": 1.0, "kind": "k", "message": "bob's"}
+    assert raw("POST", "/v1/jobs/alicejob/events", event, token=bob)[0] == 201
+    assert raw("GET", "/v1/jobs/j-a/events", token=alice)[2] == {"events": []}
+    listed = raw("GET", "/v1/jobs", token=bob)[2]["jobs"]
+    assert [(j["id"], j["name"]) for j in listed] == [("j-b", "alicejob"), ("j-t", "secret")]
+    status, _, answer = raw("GET", "/v1/jobs/onlyhers", token=bob)
+    assert status == 404  # as any name bob has no job of
+    assert raw("POST", "/v1/jobs", {**JOB, "id": "j-o", "name": "onlyhers"}, token=alice)[0] == 201
+    status, _, answer = raw("GET", "/v1/jobs/onlyhers", token=bob)
+    assert (status, answer["code"]) == (404, "JOB_NOT_FOUND") and "among bob's" in answer["message"]
+
+    # an admin: a name only one user has is found; one several users have is ambiguous
+    assert raw("GET", "/v1/jobs/onlyhers", token=root)[2]["id"] == "j-o"
+    status, _, answer = raw("GET", "/v1/jobs/alicejob", token=root)
+    assert (status, answer["code"]) == (400, "INVALID_ARGUMENT"), answer
+    assert "2 jobs are named 'alicejob'" in answer["message"]
+    assert (
+        "j-a (alice), j-b (bob)" in answer["message"] and "give the job's id" in answer["message"]
+    )
+    assert answer["details"] == {"job": "alicejob", "jobs": ["j-a", "j-b"]}
+    assert raw("GET", "/v1/jobs/j-b", token=root)[2]["name"] == "alicejob"
+    assert raw("POST", "/v1/jobs", {**named, "id": "j-r"}, token=root)[0] == 201
+    assert raw("GET", "/v1/jobs/alicejob", token=root)[2]["id"] == "j-r"  # its own wins
+
+
+def test_a_name_shaped_like_a_job_id_is_refused(raw: Raw, server: ServerProcess) -> None:
+    """Ids and names share the JOB argument of every command, and an id wins over a name that
+    spells it: a name shaped like the ids Portal makes could mean another job."""
+    status, _, answer = raw("POST", "/v1/jobs", {**JOB, "name": "j-0c1f2a3b4d"}, token=server.token)
+    assert (status, answer["code"]) == (400, "INVALID_ARGUMENT"), answer
+    assert "job name 'j-0c1f2a3b4d' is shaped like a job id" in answer["message"]
+    assert "share the JOB argument of every command" in answer["message"]
+    assert "choose another --name" in answer["message"]
+    assert answer["details"] == {"name": "j-0c1f2a3b4d"}
+    assert raw("GET", "/v1/jobs", token=server.token)[2] == {"jobs": []}
+    assert raw("POST", "/v1/jobs", {**JOB, "name": "j-train"}, token=server.token)[0] == 201
+
+
+def test_names_the_store_kept_from_before_stay_their_owners(tmp_path: Path) -> None:
+    """Jobs named before names were the server's keep their name in the store, and an owners'
+    record from then (no name column) is brought up to date: the name is still its owner's."""
+    home = tmp_path / "server"
+    home.mkdir()
+    store = SqliteControlStore(home / "portal.db")
+    store.create_job(Job(id="j-old", name="legacy", script="s.py", workdir="/w", created_at=1.0))
+    store.close()
+    old = sqlite3.connect(home / "server-owners.db", isolation_level=None)
+    old.execute("CREATE TABLE owners (job TEXT PRIMARY KEY, user TEXT NOT NULL, at REAL)")
+    old.execute("INSERT INTO owners VALUES ('j-old', 'alice', 1.0)")
+    old.close()
+    with running_server("sqlite", home=home) as server:
+        raw = Raw(server.url)
+        alice, _ = server.tokens.create("alice")
+        bob, _ = server.tokens.create("bob")
+        job = raw("GET", "/v1/jobs/legacy", token=alice)[2]
+        assert (job["id"], job["name"]) == ("j-old", "legacy")
+        assert raw("GET", "/v1/jobs/legacy", token=bob)[0] == 404
+        status, _, answer = raw("POST", "/v1/jobs", {**JOB, "name": "legacy"}, token=alice)
+        assert status == 400 and "'legacy' already exists" in answer["message"]
+        assert raw("POST", "/v1/jobs", {**JOB, "name": "legacy"}, token=bob)[0] == 201
+        assert raw("GET", "/v1/jobs/legacy", token=bob)[2]["id"] == "j-a"
+        assert [j["name"] for j in raw("GET", "/v1/jobs", token=alice)[2]["jobs"]] == ["legacy"]
 
 
 def test_the_owners_record_is_the_servers_own(raw: Raw, server: ServerProcess) -> None:
@@ -271,6 +460,82 @@ def test_bad_input_is_refused_with_what_is_wrong(raw: Raw, server: ServerProcess
         assert status == 400, (path, answer)
         assert answer["code"] == "INVALID_ARGUMENT" and answer["invalid_argument"] is True
         assert needle in answer["message"], answer
+
+
+def test_event_kinds_of_the_server_are_refused_and_never_read_back(
+    raw: Raw, server: ServerProcess
+) -> None:
+    """``server.*`` kinds are the server's own (``server.owner`` once recorded who made a job):
+    a client that writes one is refused, naming the kind, and none is read back."""
+    raw("POST", "/v1/jobs", JOB, token=server.token)
+    for kind in ("server.owner", "server.anything", "SERVER.Owner"):
+        event = {"at": 1.0, "kind": kind, "message": "alice owns it"}
+        status, _, answer = raw("POST", "/v1/jobs/j-a/events", event, token=server.token)
+        assert (status, answer["code"]) == (400, "INVALID_ARGUMENT"), (kind, answer)
+        assert f"event kind {kind!r} is reserved" in answer["message"]
+        assert "the 'server.' prefix is the server's own" in answer["message"]
+        assert answer["details"] == {"kind": kind}
+    for kind in ("servers", "server-side.note", "my.server.owner"):
+        event = {"at": 1.0, "kind": kind, "message": "m"}
+        assert raw("POST", "/v1/jobs/j-a/events", event, token=server.token)[0] == 201, kind
+    kinds = [
+        e["event"]["kind"]
+        for e in raw("GET", "/v1/jobs/j-a/events?after=0", token=server.token)[2]["events"]
+    ]
+    assert kinds == ["servers", "server-side.note", "my.server.owner"]
+
+
+def _nested(depth: int) -> bytes:
+    """An event whose data holds lists ``depth`` levels deep (the data object is level 1)."""
+    inner = b"[" * (depth - 1) + b"]" * (depth - 1)
+    return b'{"at": 1.0, "kind": "k", "message": "m", "data": {"x": ' + inner + b"}}"
+
+
+def test_deeply_nested_json_is_refused_naming_the_limit(raw: Raw, server: ServerProcess) -> None:
+    """50,000 levels of ``[`` in an event's data answered 500 (RecursionError): refused as
+    input now, the limit named, whatever the body (a job's unknown field too)."""
+    raw("POST", "/v1/jobs", JOB, token=server.token)
+    for depth in (50_000, 2_000, 65):
+        status, _, answer = raw("POST", "/v1/jobs/j-a/events", _nested(depth), token=server.token)
+        assert (status, answer["code"]) == (400, "INVALID_ARGUMENT"), (depth, answer)
+        assert "nested more than 64 levels deep" in answer["message"], answer
+        assert answer["details"]["limit"] == 64
+    deep_job = b'{"extra": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    status, _, answer = raw("POST", "/v1/jobs", deep_job, token=server.token)
+    assert status == 400 and "nested more than 64 levels deep" in answer["message"], answer
+    assert raw("POST", "/v1/jobs/j-a/events", _nested(64), token=server.token)[0] == 201
+    found = raw("GET", "/v1/jobs/j-a/events?after=0", token=server.token)[2]["events"]
+    assert len(found) == 1
+    assert "CONTROL_PLANE_INTERNAL" not in server.log.read_text()
+    assert "Traceback" not in server.log.read_text()
+
+
+def test_an_events_text_fields_are_capped_naming_the_field(raw: Raw, server: ServerProcess) -> None:
+    """A 900 kB event kind was accepted: each text field of NewEvent has a cap, and a kind is a
+    short name; the refusal names the field."""
+    raw("POST", "/v1/jobs", JOB, token=server.token)
+    event = {"at": 1.0, "kind": "k", "message": "m"}
+    refused = [
+        ({"kind": "k" * 900_000}, "length <= 128", "$.kind"),
+        ({"kind": "k" * 129}, "length <= 128", "$.kind"),
+        ({"kind": ""}, "length >= 1", "$.kind"),
+        ({"kind": "two words"}, "matching regex", "$.kind"),
+        ({"kind": "k\n"}, "matching regex", "$.kind"),
+        ({"kind": "../x"}, "matching regex", "$.kind"),
+        ({"message": "x" * 16_385}, "length <= 16384", "$.message"),
+        ({"id": "r" * 129}, "length <= 128", "$.id"),
+    ]
+    for change, needle, field in refused:
+        status, _, answer = raw(
+            "POST", "/v1/jobs/j-a/events", {**event, **change}, token=server.token
+        )
+        assert (status, answer["code"]) == (400, "INVALID_ARGUMENT"), (change, answer)
+        assert "not a valid NewEvent" in answer["message"]
+        assert needle in answer["message"] and field in answer["message"], answer
+    fine = {"kind": "ray.drain-refused_2:x", "message": "x" * 16_384, "id": "r" * 128}
+    assert raw("POST", "/v1/jobs/j-a/events", {**event, **fine}, token=server.token)[0] == 201
+    found = raw("GET", "/v1/jobs/j-a/events?after=0", token=server.token)[2]["events"]
+    assert [e["event"]["kind"] for e in found] == ["ray.drain-refused_2:x"]
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_stored(

@@ -146,3 +146,52 @@ def test_an_unreachable_control_plane_is_named(tmp_path: Path) -> None:
     assert done.returncode == 69
     assert f"cannot reach the control plane at http://127.0.0.1:{port}" in done.stderr
     assert "[CONTROL_PLANE_UNAVAILABLE]" in done.stderr
+
+
+def test_a_job_token_is_made_only_for_a_job_of_its_user(server: ServerProcess) -> None:
+    """``token create bob --job J`` for alice's job succeeded (a token that could do nothing):
+    refused at creation, naming the job, its owner and the way out; as is a job that does not
+    exist yet, or a job's name where its id is needed."""
+    from conftest import Raw
+
+    raw = Raw(server.url)
+    alice, _ = server.tokens.create("alice")
+    job = {"id": "j-a", "name": "train", "script": "s.py", "workdir": "/w", "created_at": 1.0}
+    assert raw("POST", "/v1/jobs", {**job, "state": "running"}, token=alice)[0] == 201
+    home = server.home
+
+    bob = portal(home, "server", "token", "create", "bob", "--job", "j-a")
+    assert bob.returncode == 64, bob.stderr
+    assert bob.stdout == ""
+    assert "job j-a is alice's, not bob's" in bob.stderr
+    assert "token create alice --job j-a" in bob.stderr and "[INVALID_ARGUMENT]" in bob.stderr
+    assert not any(e.user == "bob" for e in server.tokens.entries())
+
+    nope = portal(home, "server", "token", "create", "bob", "--job", "j-nope")
+    assert nope.returncode == 64
+    assert "no job 'j-nope'" in nope.stderr and "create the job first" in nope.stderr
+
+    by_name = portal(home, "server", "token", "create", "alice", "--job", "train")
+    assert by_name.returncode == 64
+    assert "'train' is the name of job j-a" in by_name.stderr and "--job j-a" in by_name.stderr
+
+    made = portal(home, "server", "token", "create", "alice", "--job", "j-a")
+    assert made.returncode == 0, made.stderr
+    assert "for job j-a only" in made.stderr
+    node = made.stdout.strip()
+    assert raw("GET", "/v1/jobs/j-a", token=node)[0] == 200
+
+
+def test_a_job_token_with_no_store_yet_is_refused_and_makes_none(tmp_path: Path) -> None:
+    """A server that never ran has no jobs: the token command says so, and leaves no database
+    behind (it only looks)."""
+    done = portal(tmp_path, "server", "token", "create", "bob", "--job", "j-a")
+    assert done.returncode == 64
+    assert "no job 'j-a'" in done.stderr
+    assert not (tmp_path / "portal.db").exists()
+    elsewhere = tmp_path / "other.db"
+    other = portal(
+        tmp_path, "server", "token", "create", "bob", "--job", "j-a", "--db", str(elsewhere)
+    )
+    assert other.returncode == 64 and str(elsewhere) in other.stderr
+    assert not elsewhere.exists()

@@ -53,6 +53,14 @@ class TestS3Backend(_Contract):
 class TestGcsBackend(_Contract):
     kind = "gcs"
 
+    @pytest.mark.xfail(
+        reason="gcp-storage-emulator ignores ifGenerationMatch=0, which gcsfs sends for an "
+        "exclusive write and real GCS honours: this emulator cannot refuse the second write",
+        strict=True,
+    )
+    def test_write_new_writes_only_where_nothing_is(self, backend: StorageBackend) -> None:
+        super().test_write_new_writes_only_where_nothing_is(backend)
+
 
 class TestAzureBackend(_Contract):
     kind = "azure"

@@ -6,6 +6,8 @@ import hashlib
 import hmac
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,87 @@ from portal.storage import (
 )
 from portal.storage.errors import StorageError
 from portal.storage.volumes import key_id
+
+
+def test_a_stale_mount_merges_and_deletes_nothing_another_committed(tmp_path: Path) -> None:
+    """Issue 41, item 3: mount B, opened before mount A's commit, committed and A's file was
+    gone. Now B's commit merges: A's files stay, B's are added, B receives A's; a file both
+    changed keeps the last writer's and is named; a file B deleted that A changed stays."""
+    url = str(tmp_path / "store")
+    first = Volume.from_name("v", create_if_missing=True, url=url)
+    root = first.mount(tmp_path / "first")
+    (root / "shared.txt").write_text("base")
+    (root / "old.txt").write_text("old")
+    first.commit()
+    a, b = Volume.from_name("v", url=url), Volume.from_name("v", url=url)
+    root_a, root_b = a.mount(tmp_path / "a"), b.mount(tmp_path / "b")
+    (root_a / "from_a.txt").write_text("a")
+    (root_a / "shared.txt").write_text("a's")
+    (root_a / "old.txt").write_text("a changed it")
+    assert a.commit() == 2 and a.conflicts == []
+    (root_b / "from_b.txt").write_text("b")
+    (root_b / "shared.txt").write_text("b's")
+    (root_b / "old.txt").unlink()
+    assert b.commit() == 3
+    assert b.conflicts == ["shared.txt"]
+    fresh = Volume.from_name("v", url=url).mount(tmp_path / "fresh")
+    assert {p.name: p.read_text() for p in fresh.iterdir()} == {
+        "from_a.txt": "a",
+        "from_b.txt": "b",
+        "shared.txt": "b's",
+        "old.txt": "a changed it",
+    }
+    assert (root_b / "from_a.txt").read_text() == "a"  # B received A's file
+    (root_b / "from_b.txt").unlink()  # B's next change counts from the merged version
+    assert b.commit() == 4 and b.conflicts == []
+    assert not (Volume.from_name("v", url=url).mount(tmp_path / "later") / "from_b.txt").exists()
+
+
+_COMMITTER = """
+import json, sys
+from pathlib import Path
+from portal.storage import Volume
+
+url, options, name, mount = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], Path(sys.argv[4])
+vol = Volume.from_name("v", url=url, options=options)
+root = vol.mount(mount)
+for i in range(int(sys.argv[5])):
+    (root / f"{name}-{i}.txt").write_text(f"{name} {i}")
+    vol.commit()
+"""
+
+
+def _committer(url: str, options: dict[str, Any], n: int) -> list[str]:
+    return [sys.executable, "-c", _COMMITTER, url, json.dumps(options), f"p{n}", f"m{n}"]
+
+
+@pytest.mark.parametrize("kind", ["file", "s3", "azure"])  # not gcs: its emulator ignores the
+def test_processes_committing_at_once_lose_no_file(  # condition (test_storage_backends.py)
+    kind: str, tmp_path: Path, target_for: Callable[[str], StoreTarget]
+) -> None:
+    """Four processes commit a file of their own twelve times each, at once, each from a mount
+    that the others' commits make stale: every file of every round is in the last version, and
+    the versions are exactly 1 to 48 (no commit replaced another's)."""
+    url, options = target_for(kind)
+    Volume.from_name("v", create_if_missing=True, url=url, options=options)
+    procs = [
+        subprocess.Popen(
+            [*_committer(url, options, n), "12"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+    last = Volume.from_name("v", url=url, options=options)
+    final = last.mount(tmp_path / "final")
+    assert last.version == 48
+    names = {f"p{n}-{i}.txt": f"p{n} {i}" for n in range(4) for i in range(12)}
+    assert {p.name: p.read_text() for p in final.iterdir()} == names
 
 
 @pytest.mark.parametrize("kind", ["file", "memory", "s3"])
@@ -76,7 +159,8 @@ def test_default_url_comes_from_settings(tmp_path: Path) -> None:
 
 
 def _manifest_path(tmp_path: Path, name: str = "v") -> Path:
-    return tmp_path / "store" / "volumes" / name / "manifest"
+    """The stored manifest of the volume's latest version (what a mount reads)."""
+    return max((tmp_path / "store" / "volumes" / name / "versions").iterdir())
 
 
 def _rewrite(

@@ -30,6 +30,19 @@ class AcmeStorage:
         tmp.write_bytes(data)
         tmp.replace(path)
 
+    def write_new(self, key: str, data: bytes) -> None:
+        """Write only where no object is (FileExistsError otherwise): the conditional write a
+        volume's commit needs, so that no commit replaces another's. Written aside, then linked
+        into place (a link never replaces a file)."""
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+        tmp.write_bytes(data)
+        try:
+            os.link(tmp, path)
+        finally:
+            tmp.unlink()
+
     def read_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()  # FileNotFoundError for a missing key
 

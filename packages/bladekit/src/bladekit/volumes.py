@@ -146,6 +146,12 @@ class Volume:
         """Make the mount match the latest committed version; returns the version."""
         return self._mounted("reload").reload()
 
+    @property
+    def conflicts(self) -> list[str]:
+        """The files this mount's last commit found changed by another commit too (its own
+        version was kept: the last writer's). Empty when nothing collided."""
+        return list(self._mounted("read the conflicts of").conflicts)
+
     # --- identity and pickling --------------------------------------------------------------------
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -30,6 +30,7 @@ import attrs
 import msgspec
 
 from portal.capture import frames as _frames
+from portal.capture import remade
 from portal.capture.held import HeldValues
 from portal.capture.image import CheckpointImage, write_image
 from portal.capture.probing import rehearsal_path, rehearse
@@ -78,6 +79,9 @@ _HISTORY_MAX: Final = 50
 #: How long a rank waits for its peers to agree on a periodic checkpoint (which has no deadline
 #: of its own) before it runs on, to try again at a later line.
 _GROUP_AGREE_S: Final = 30.0
+#: How often the watcher looks again while a pause's state is being taken past its deadline
+#: (it does not abandon it; it only learns when the taking ended without a checkpoint).
+_SNAPSHOT_POLL_S: Final = 0.25
 #: Where Portal's own code in a job's process lives: the engine, the runtime and its control
 #: channel (see :func:`outside_portal`).
 _PORTAL_DIRS: Final = tuple(
@@ -233,6 +237,8 @@ class Engine:
         self._lock = threading.RLock()
         self._request: _Request | None = None
         self._capturing = False
+        #: The request whose state is being taken now (its safe point was reached in time).
+        self._snapshotting: _Request | None = None
         self._in_callback = False
         self._main = threading.main_thread().ident
         self._events = LineEvents(
@@ -327,8 +333,14 @@ class Engine:
         return probe is not None and probe.keep_at is not None
 
     def deadline(self) -> float | None:
+        """When the watcher must next call :meth:`expire`: the pause's deadline, or a little
+        later while its state is being taken (which the deadline does not cut short)."""
         request = self._request
-        return None if request is None else request.deadline
+        if request is None:
+            return None
+        if self._snapshotting is request:
+            return max(request.deadline, self._clock() + _SNAPSHOT_POLL_S)
+        return request.deadline
 
     def request_pause(self, deadline: float, source: str) -> None:
         """Ask for a pause at the next safe point before ``deadline`` (unix time)."""
@@ -464,6 +476,8 @@ class Engine:
         with self._lock:
             if self._request is not request or self._capturing:
                 return
+            if self._snapshotting is request:
+                return  # its safe point came in time: the pause is being taken, not abandoned
             self._request = None
             problems = self._problem_records()
         self._notify(Abandoned(reason="deadline", problems=problems))
@@ -774,6 +788,14 @@ class Engine:
             signal.pthread_kill(self._main, WAKE_SIGNAL)  # type: ignore[arg-type]
 
     def _try_pause(self, frame: FrameType) -> None:
+        try:
+            self._try_pause_once(frame)
+        finally:  # not paused (a pause exits): what was finished for it runs again
+            remade.undo_before_pause(
+                lambda message: print(f"portal: {message}", file=sys.stderr, flush=True)
+            )
+
+    def _try_pause_once(self, frame: FrameType) -> None:
         request = self._request
         if request is None:
             return
@@ -796,6 +818,14 @@ class Engine:
             if not group.agree(request.deadline):
                 return  # a peer is inside the next collective (or no agreement): run on
             group.drain()
+        # The safe point came before the pause's deadline: from here the pause is being taken,
+        # and the deadline no longer abandons it. The deadline is when the program must reach a
+        # safe point (the rest of the notice is kept for the saving); a state that takes long
+        # to walk is still the job's best chance, where dropping it halfway kept nothing.
+        with self._lock:
+            if self._request is not request:
+                return
+            self._snapshotting = request
         try:
             result = take_snapshot(
                 frame,
@@ -803,6 +833,7 @@ class Engine:
                 self.context,
                 requested_time=request.requested,
                 history=list(self._history.values()),
+                for_pause=True,
             )
         except Exception as exc:  # a bug or a reducer that broke: say so, keep the program alive
             message = f"taking the checkpoint failed: {type(exc).__name__}: {exc}"
@@ -810,6 +841,8 @@ class Engine:
                 group.abort(message)
             self._fail(request, message)
             return
+        finally:
+            self._snapshotting = None
         if result.image is None:
             if group is not None:
                 group.abort(
@@ -817,6 +850,9 @@ class Engine:
                     + "; ".join(f"{p.name} ({p.reason})" for p in result.problems[:3])
                 )
             self._defer(result.problems)
+            if self._clock() >= request.deadline:  # no checkpoint, and no time left to try again
+                self._abandon_deadline(request)
+                return
             self._next_try = self._clock() + self._backoff
             self._backoff = min(self._backoff * 2, _BACKOFF_MAX)
             self._ready = result.ready

@@ -60,12 +60,27 @@ def library_namespaces(user: Mapping[int, str]) -> dict[int, str]:
     return found
 
 
+#: Digests already taken, by the identity of their code object (held, so the id stays its own).
+#: Not by equality: two code objects that compare equal may differ in what the digest covers
+#: (their qualified names).
+_DIGESTS: dict[int, tuple[CodeType, str]] = {}
+_DIGESTS_KEPT = 4096
+
+
 def code_digest(code: CodeType) -> str:
     """A digest of what ``code`` executes, the same in every process for the same bytecode
-    (``marshal``'s output is not: it depends on reference counts)."""
+    (``marshal``'s output is not: it depends on reference counts). Kept per code object: a
+    library's code does not change while the process runs, and each checkpoint describes the
+    same frames' code again."""
+    kept = _DIGESTS.get(id(code))
+    if kept is not None and kept[0] is code:
+        return kept[1]
     h = hashlib.sha256()
     _feed(h, code)
-    return h.hexdigest()[:32]
+    digest = h.hexdigest()[:32]
+    if len(_DIGESTS) < _DIGESTS_KEPT:
+        _DIGESTS[id(code)] = (code, digest)
+    return digest
 
 
 def _feed(h: hashlib._Hash, code: CodeType) -> None:
@@ -94,7 +109,23 @@ def _feed(h: hashlib._Hash, code: CodeType) -> None:
             h.update(b"c")
             _feed(h, const)
         else:
-            h.update(repr((type(const).__name__, const)).encode())
+            h.update(f"({type(const).__name__!r}, {_const_text(const)})".encode())
+
+
+def _const_text(const: object) -> str:
+    """``repr(const)``, except that a frozenset (``x in {"a", "b"}`` compiles to one), also
+    inside a tuple, lists its items sorted: its repr lists strings in an order that depends on
+    the process's string-hash seed, which made an installed function differ from itself on
+    resume in one process of a few."""
+    text = repr(const)
+    if "frozenset(" not in text:
+        return text  # no set inside: a tuple of a thousand names stays one repr
+    if isinstance(const, frozenset):
+        return "frozenset({" + ", ".join(sorted(_const_text(e) for e in const)) + "})"
+    if isinstance(const, tuple):
+        items = [_const_text(e) for e in const]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    return text
 
 
 @functools.cache

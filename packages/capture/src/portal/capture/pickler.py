@@ -36,7 +36,16 @@ from typing import IO, Any
 
 import cloudpickle
 
-from portal.capture import _rebuild, caches, deepgraph, generators, libraries, progressive, rawstate
+from portal.capture import (
+    _rebuild,
+    caches,
+    deepgraph,
+    generators,
+    libraries,
+    progressive,
+    rawstate,
+    remade,
+)
 from portal.capture.restoring import PortalMethod, portal_key
 from portal.capture.staged import Buffer, staged_in
 
@@ -188,9 +197,21 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     def _handler_for(self, t: type) -> Callable[[Any], Any] | None:
         handler = self._own_handler_for(t)
         shared = _shared_dict_names(t, self._user_modules)
-        if not shared:
-            return handler
-        return functools.partial(self._reduce_maybe_shared, shared, handler)
+        if shared:
+            handler = functools.partial(self._reduce_maybe_shared, shared, handler)
+        if t in remade.registered_types():
+            handler = functools.partial(self._reduce_maybe_registered, handler)
+        return handler
+
+    def _reduce_maybe_registered(self, handler: Callable[[Any], Any] | None, obj: object) -> Any:
+        """An object the program registered with ``portal.runtime.remake`` travels as its
+        recipe (:mod:`portal.capture.remade`); any other instance as its type goes."""
+        recipe = remade.recipe_of(obj)
+        if recipe is not None:
+            return recipe.reduce(obj)
+        if handler is not None:
+            return handler(obj)
+        return NotImplemented if self._deep is None else self._deep.reduce(obj)
 
     def _reduce_maybe_shared(
         self,
@@ -222,7 +243,25 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
     def _own_handler_for(self, t: type) -> Callable[[Any], Any] | None:
         for base in t.__mro__:
             if base in self._plugin_reducers:
-                return self._plugin_reducers[base]
+                plugin = self._plugin_reducers[base]
+                rest = self._state_handler_for(t)
+                if rest is None:
+                    return plugin
+                return functools.partial(_plugin_then, plugin, rest)
+        return self._builtin_handler_for(t)
+
+    def _state_handler_for(self, t: type) -> Callable[[Any], Any] | None:
+        """How the pickler itself carries an instance of ``t`` that a plugin reducer declines:
+        a user class's raw state, a global of a user module that loads progressively; None
+        where pickle's own reduce is what the plugin left it to (an open ``BytesIO``)."""
+        if t not in self.dispatch_table and rawstate.raw_eligible(t, self._user_modules):
+            return self._reduce_raw
+        if t in self._places.types:
+            return self._maybe_global
+        return None
+
+    def _builtin_handler_for(self, t: type) -> Callable[[Any], Any] | None:
+        """The pickler's own handling of ``t``, where no plugin reducer takes an object."""
         if t is types.GeneratorType:
             return self._reduce_generator
         if t is types.CellType:
@@ -243,11 +282,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _refuse_process_bound
         if issubclass(t, io.IOBase):
             return _reduce_stream
-        if t not in self.dispatch_table and rawstate.raw_eligible(t, self._user_modules):
-            return self._reduce_raw
-        if t in self._places.types:
-            return self._maybe_global
-        return None
+        return self._state_handler_for(t)
 
     # -- reducers that need the pickler's state ---------------------------------------------
 
@@ -469,8 +504,21 @@ class NamespaceRef:
         return (_rebuild.module_namespace, (self.name,))
 
 
+def _plugin_then(plugin: Callable[[Any], Any], rest: Callable[[Any], Any], obj: object) -> Any:
+    """A plugin reducer that declines an object (``NotImplemented``: mpmath's reducers for a
+    copy of mpmath among the program's files, torch's module reducer for a module not compiled)
+    leaves it to the pickler's own state handling, as if the plugin had none: a user class's
+    raw state, a module-level global that loads progressively (:meth:`_state_handler_for`)."""
+    result = plugin(obj)
+    return rest(obj) if result is NotImplemented else result
+
+
 def _refuse_process_bound(obj: object) -> Any:
-    raise TypeError(f"cannot pickle {type(obj).__name__!r} object (it is part of the process)")
+    raise TypeError(
+        f"cannot pickle {type(obj).__name__!r} object (it is part of the process): make the "
+        "object that owns it again at the resume, with portal.runtime.remake(obj, factory, "
+        "*args) where obj is made"
+    )
 
 
 def std_stream_ref(obj: object) -> tuple[Callable[[str], Any], tuple[str]] | None:

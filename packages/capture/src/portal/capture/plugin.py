@@ -12,19 +12,23 @@ from __future__ import annotations
 
 from portal.capture.extensions import (
     arrays,
+    compiled,
     environment,
     files,
     frameworks,
     iterators,
     logging_state,
     loops,
+    mpmath_state,
     rng,
     settings,
     signals,
     stdlib_objects,
     tensors,
     torch_state,
+    trackers,
     workdir,
+    workers,
     writers,
 )
 from portal.core.hookspecs import hookimpl
@@ -45,8 +49,10 @@ def portal_capture_extensions() -> list[CaptureExtensionSpec]:
         *environment.specs(),
         *rng.specs(),
         *torch_state.specs(),
+        *compiled.specs(),
         *frameworks.specs(),
         *loops.specs(),
+        *mpmath_state.specs(),
         *settings.specs(),
         *signals.specs(),
         *logging_state.specs(),
@@ -66,4 +72,8 @@ def portal_serializers() -> list[SerializerSpec]:
         *files.serializer_specs(),
         *frameworks.serializer_specs(),
         *writers.serializer_specs(),
+        *workers.serializer_specs(),
+        *compiled.serializer_specs(),
+        *trackers.serializer_specs(),
+        *mpmath_state.serializer_specs(),
     ]

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol, cast
 import cloudpickle
 
 from portal.capture import frames as _frames
+from portal.capture import remade
 from portal.capture.alignment import remainder_of
 from portal.capture.codegen import NULL
 from portal.capture.held import HeldSlot, HeldValues
@@ -348,7 +349,15 @@ def _record(
     )
 
 
-def _namespace_contents(namespace: dict[str, Any]) -> dict[str, Any]:
+def _namespace_contents(
+    namespace: dict[str, Any], transient: Mapping[int, set[str]]
+) -> dict[str, Any]:
+    """What of a namespace travels: not the import machinery's entries, nor the globals a
+    library makes again itself (:func:`portal.capture.remade.transient_globals`)."""
+    skipped = transient.get(id(namespace))
+    if skipped:
+        skipped = skipped | _SKIPPED_GLOBALS
+        return {k: v for k, v in namespace.items() if k not in skipped}
     return {k: v for k, v in namespace.items() if k not in _SKIPPED_GLOBALS}
 
 
@@ -385,12 +394,16 @@ def take_snapshot(
     keep: bool = True,
     requested_time: float = 0.0,
     history: Sequence[Problem] = (),
+    for_pause: bool = False,
 ) -> SnapshotResult:
     """Serialize the program's state with ``frame`` paused, or say what cannot be carried.
 
     :param chain: from :func:`check_position`, innermost first.
     :param keep: false walks and pickles everything but keeps no bytes (a probe).
     :param history: problems that deferred this pause before, for the header.
+    :param for_pause: the process exits once this is written: what must finish first
+        (:func:`portal.capture.remade.finish_before_pause`) does, before any state is read;
+        the caller undoes it if the pause is not taken.
     """
     safe_point_time = time.time()
     # Each namespace travels once, under one name: a module that is the script's own namespace
@@ -403,8 +416,13 @@ def take_snapshot(
     ]
     namespaces = {id(ctx.main_namespace): "__main__"}
     namespaces.update({id(m.__dict__): name for name, m in user_modules})
-    modules = [ModuleRecord("__main__", _namespace_contents(ctx.main_namespace))]
-    modules += [ModuleRecord(name, _namespace_contents(m.__dict__)) for name, m in user_modules]
+    transient = remade.transient_globals(
+        [ctx.main_namespace, *(m.__dict__ for _, m in user_modules)]
+    )
+    modules = [ModuleRecord("__main__", _namespace_contents(ctx.main_namespace, transient))]
+    modules += [
+        ModuleRecord(name, _namespace_contents(m.__dict__, transient)) for name, m in user_modules
+    ]
     # A library's frame runs in its module's namespace, which travels by name only.
     frame_namespaces: dict[int, str] = dict(namespaces)
     library_frames = [f for f in chain if id(f.f_globals) not in namespaces]
@@ -420,6 +438,8 @@ def take_snapshot(
                 f,
             )
             return SnapshotResult(None, [problem], 0)
+    if for_pause:
+        remade.finish_before_pause()
     records = [
         _record(f, chain[i - 1] if i else None, ctx, frame_namespaces) for i, f in enumerate(chain)
     ]

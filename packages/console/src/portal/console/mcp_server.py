@@ -22,12 +22,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-
+from portal.console.extras import refuse_without_extra
 from portal.control.views import JobViews
 from portal.core.errors import InvalidArgumentError, PortalError
+
+# The mcp extra's module: a missing one names the extra to install.
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+except ImportError as exc:
+    refuse_without_extra("mcp", exc)
+    raise
 
 __all__ = ["ACTIONS_SETTING", "build_server", "serve"]
 

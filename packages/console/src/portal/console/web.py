@@ -4,6 +4,9 @@ Starlette serves two pages (the jobs list and a job's run page), their script an
 this package (nothing from the network), and a small JSON API the pages poll once a second:
 a running job's page follows its state, events and output as they come. The run page's charts
 are SVG drawn here (:mod:`portal.console.charts`), so the browser loads no chart library.
+Every answer forbids inline script, other origins and framing (:mod:`portal.console.headers`);
+with ``--auth`` only the holder of the token printed at start gets in
+(:mod:`portal.console.access`): 127.0.0.1 keeps out other machines, not other local users.
 
 Handlers are ``async`` and read the control plane on the event loop's thread: the reads are
 short SQLite queries, and one thread keeps the store's connections and the checkpoint store
@@ -13,21 +16,16 @@ out of any thread pool.
 from __future__ import annotations
 
 import html
+import ipaddress
+import os
 import socket
 import time
 from collections.abc import Callable
 from importlib import resources
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
 from portal.console.chartdata import job_facts
-from portal.console.charts import render_charts
+from portal.console.extras import refuse_without_extra
 from portal.console.joblist import job_rows
 from portal.console.keyless import key_elsewhere, keyless_job
 from portal.console.overview import banner, overview
@@ -35,11 +33,32 @@ from portal.control.store import JobNotFoundError
 from portal.control.views import JobViews, unfinished_terminal_code, without_terminal_codes
 from portal.core.domain import JobState
 from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.settings import boolean
 
-__all__ = ["DEFAULT_PORT", "build_app", "serve"]
+# The web extra's modules (charts: leather): a missing one names the extra to install.
+try:
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+    from starlette.types import ASGIApp
+
+    from portal.console.access import TokenGate, new_token
+    from portal.console.charts import render_charts
+    from portal.console.headers import SecurityHeaders
+except ImportError as exc:
+    refuse_without_extra("web", exc)
+    raise
+
+__all__ = ["AUTH_ENV", "DEFAULT_PORT", "build_app", "serve"]
 
 DEFAULT_PORT = 8470
 HOST = "127.0.0.1"
+#: Set to 1 (or true, yes, on), the console asks for its token as `portal console --auth` does.
+AUTH_ENV = "PORTAL_CONSOLE_AUTH"
 
 _STATIC_TYPES = {
     "console.js": "text/javascript; charset=utf-8",
@@ -51,8 +70,12 @@ def _asset(name: str) -> bytes:
     return resources.files("portal.console").joinpath("static", name).read_bytes()
 
 
-def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Starlette:
-    """The console's application over ``views``' control plane."""
+def build_app(
+    views: JobViews, *, clock: Callable[[], float] = time.time, token: str | None = None
+) -> ASGIApp:
+    """The console's application over ``views``' control plane; with ``token``, it answers
+    only requests that show it (:mod:`portal.console.access`). Every answer carries the
+    security headers (:mod:`portal.console.headers`)."""
     assets = {name: _asset(name) for name in ("index.html", "run.html", *_STATIC_TYPES)}
 
     def page(name: str) -> Response:
@@ -163,7 +186,7 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
             status = 400
         return JSONResponse({"error": str(exc), "code": exc.code}, status_code=status)
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", jobs_page),
             Route("/jobs/{job}", run_page),
@@ -176,9 +199,11 @@ def build_app(views: JobViews, *, clock: Callable[[], float] = time.time) -> Sta
         # Only this machine's names: a page elsewhere cannot reach the console by rebinding DNS.
         middleware=[
             Middleware(TrustedHostMiddleware, allowed_hosts=[HOST, "localhost"]),
+            *([Middleware(TokenGate, token=token)] if token is not None else []),
         ],
         exception_handlers={PortalError: portal_error},
     )
+    return SecurityHeaders(app)
 
 
 _NO_STORE = {"Cache-Control": "no-store"}
@@ -215,18 +240,45 @@ def _int_param(request: Request, name: str, default: int) -> int:
 
 
 def serve(
-    views: JobViews, *, port: int = DEFAULT_PORT, announce: Callable[[str], Any] = print
+    views: JobViews,
+    *,
+    port: int = DEFAULT_PORT,
+    announce: Callable[[str], Any] = print,
+    auth: bool | None = None,
 ) -> int:
-    """Serve the console on 127.0.0.1:``port`` (0: any free port) until interrupted."""
-    import uvicorn
+    """Serve the console on 127.0.0.1:``port`` (0: any free port) until interrupted.
 
+    With ``auth`` (``portal console --auth``; None: the environment's ``PORTAL_CONSOLE_AUTH``),
+    every request must show a token made now, which the announced address
+    carries: 127.0.0.1 keeps other machines out, not other users of this one.
+    """
     listener = _listen(port)
     bound = listener.getsockname()[1]
-    config = uvicorn.Config(build_app(views), log_level="warning", access_log=False, lifespan="off")
+    token = new_token() if _asks_for_token(HOST, auth) else None
+    config = uvicorn.Config(
+        build_app(views, token=token), log_level="warning", access_log=False, lifespan="off"
+    )
     server = uvicorn.Server(config)
-    announce(f"console on http://{HOST}:{bound}/ (Ctrl-C stops it)")
+    address = f"http://{HOST}:{bound}/" + (f"?token={token}" if token else "")
+    announce(f"console on {address} (Ctrl-C stops it)")
     server.run(sockets=[listener])
     return 0
+
+
+def _asks_for_token(host: str, auth: bool | None) -> bool:
+    """Always beyond loopback; on it, when asked (``--auth``, ``PORTAL_CONSOLE_AUTH``)."""
+    if not ipaddress.ip_address(host).is_loopback:
+        return True
+    if auth is not None:
+        return auth
+    raw = os.environ.get(AUTH_ENV, "")
+    try:
+        return bool(raw.strip()) and boolean(raw)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{AUTH_ENV}={raw!r} is not true or false: set it to 1 to ask for a token, or "
+            f"unset it (`portal console --auth` asks for one too)"
+        ) from None
 
 
 def _listen(port: int) -> socket.socket:

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "LATEST_TIME",
     "Attempt",
     "AttemptState",
     "CapacityClass",
@@ -52,6 +53,20 @@ def _non_negative(_inst: object, attribute: attrs.Attribute[Any], value: float |
         raise ValueError(f"{attribute.name} must be >= 0, got {value!r}")
 
 
+#: The latest moment a notice may name: the last second of year 9999, the end of every
+#: platform's clock and of every date format (a later one, ``inf`` or ``1e300``, cannot be
+#: printed, and the node that printed one died of it).
+LATEST_TIME = 253_402_300_799.0
+
+
+def _unix_time(_inst: object, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not 0 <= value <= LATEST_TIME:  # nan fails too
+        raise ValueError(
+            f"{attribute.name} must be a time between 1970 and the year 9999 (Unix seconds), "
+            f"got {value!r}"
+        )
+
+
 class NoticeKind(enum.StrEnum):
     """What a provider announced."""
 
@@ -75,8 +90,8 @@ class Notice:
     source: str = attrs.field(validator=attrs.validators.min_len(1))
     provider: str = attrs.field(validator=attrs.validators.min_len(1))
     kind: NoticeKind = attrs.field(converter=NoticeKind)
-    deadline: float = attrs.field(validator=_non_negative)
-    seen_at: float = attrs.field(validator=_non_negative)
+    deadline: float = attrs.field(validator=_unix_time)
+    seen_at: float = attrs.field(validator=_unix_time)
     cancelled: bool = False
     raw: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
 

@@ -30,15 +30,22 @@ __all__ = [
     "CLOUDS",
     "CONFIG_NAME",
     "CORE_SETTINGS",
+    "MAX_GIB",
+    "MAX_SECONDS",
+    "MIN_DURATION_S",
     "PROBE_MODES",
     "PROJECT_NAME",
     "Settings",
     "boolean",
     "checkpoint_every",
     "count",
+    "gib",
+    "minutes",
     "parse_duration",
     "positive_float",
     "read_settings_file",
+    "seconds",
+    "secret_settings",
     "setting_names",
     "text",
 ]
@@ -52,6 +59,15 @@ PROBE_MODES = ("on", "full", "off")
 #: Where ``portal resume`` and ``portal move`` find offers: this machine only, or the simulated
 #: cloud (local node processes standing in for machines; see ``portal.sim``).
 CLOUDS = ("local", "simulated")
+#: The longest time Portal reads anywhere (a notice, a timeout, an interval): a year and a day.
+#: Longer is a typo or an attack (``inf``, ``1e300``), never a plan, and a deadline past the
+#: platform's clock breaks every place that prints it (a node died formatting ``inf``).
+MAX_SECONDS = 366 * 86_400.0
+#: The shortest duration written as one (``checkpoint_every``, ``--checkpoint-every``): a tenth
+#: of a second; ``0.0001s`` would have the job do nothing but checkpoints.
+MIN_DURATION_S = 0.1
+#: The most memory (or state) Portal reads, in GiB: a pebibyte, more than any machine has.
+MAX_GIB = 1024.0**2
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -75,14 +91,45 @@ def _cloud(value: Any) -> str:
 
 
 def positive_float(value: Any) -> float:
-    """A number above 0 (``2``, ``0.5``, ``"2.5"``)."""
+    """A finite number above 0 (``2``, ``0.5``, ``"2.5"``; never ``inf`` or ``nan``)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise ValueError("expected a number") from None
-    if not number > 0:
-        raise ValueError("expected a number above 0")
+    if not 0 < number < float("inf"):
+        raise ValueError("expected a finite number above 0")
     return number
+
+
+def _up_to(value: Any, limit: float, what: str) -> float:
+    """A number above 0 and at most ``limit``, or a refusal saying ``what`` is expected (the
+    same words for a bad number, ``inf``, ``nan`` and one too large)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if not 0 < number <= limit:
+        raise ValueError(f"expected {what}")
+    return number
+
+
+def seconds(value: Any) -> float:
+    """A number of seconds above 0 and at most :data:`MAX_SECONDS` (a notice's length, a
+    poll interval, a timeout): every place that reads one reads it here."""
+    return _up_to(
+        value, MAX_SECONDS, f"a number of seconds above 0 and at most {MAX_SECONDS:.0f} (366 days)"
+    )
+
+
+def minutes(value: Any) -> float:
+    """A number of minutes above 0 and at most :data:`MAX_SECONDS` in minutes."""
+    limit = MAX_SECONDS / 60
+    return _up_to(value, limit, f"a number of minutes above 0 and at most {limit:.0f} (366 days)")
+
+
+def gib(value: Any) -> float:
+    """A memory or state size in GiB, above 0 and at most :data:`MAX_GIB` (a pebibyte)."""
+    return _up_to(value, MAX_GIB, f"a number of GiB above 0 and at most {MAX_GIB:.0f} (a pebibyte)")
 
 
 def count(value: Any) -> int:
@@ -128,20 +175,25 @@ def _control_plane(value: Any) -> str:
 CHECKPOINT_EVERY_SPOT_S = 1800.0
 
 
-def parse_duration(value: Any) -> float:
+def parse_duration(value: Any, *, at_most: float = MAX_SECONDS) -> float:
     """Seconds in a duration as people write one: ``30s``, ``10m``, ``1h30m``, ``2 days``,
-    ``1:30:00``, or a plain number of seconds (``45``). Read by pytimeparse2 (a small, kept
-    parser of exactly this; imported when a duration is read, so start-up does not pay)."""
+    ``1:30:00``, or a plain number of seconds (``45``), from :data:`MIN_DURATION_S` to
+    ``at_most`` (a year and a day unless the caller reads a longer one: a token's lifetime).
+    Read by pytimeparse2 (a small, kept parser of exactly this; imported when a duration is
+    read, so start-up does not pay)."""
     from pytimeparse2 import parse
 
     text = str(value).strip()
     parsed = parse(text) if text else None
     if parsed is None:
         raise ValueError("expected a duration such as 30s, 10m, 1h30m or a number of seconds")
-    seconds = float(parsed)
-    if not 0 < seconds < float("inf"):
-        raise ValueError("expected a duration above 0 (30s, 10m, 1h30m)")
-    return seconds
+    number = float(parsed)
+    if not MIN_DURATION_S <= number <= at_most:  # nan fails too
+        longest = f"{at_most / 86_400:.0f} days"
+        raise ValueError(
+            f"expected a duration from {MIN_DURATION_S:g}s to {longest} (30s, 10m, 1h30m)"
+        )
+    return number
 
 
 def checkpoint_every(value: Any) -> float | None:
@@ -165,10 +217,37 @@ def text(value: Any) -> str:
     return text
 
 
+def _token(value: Any) -> str:
+    """A token as the server writes one: printable ASCII without spaces. (A token pasted with
+    its line's end went into a request header, and the refusal printed its bytes.)"""
+    text = str(value).strip()
+    if not text or not all("!" <= c <= "~" for c in text):
+        raise ValueError(
+            "expected a token as `portal-server token create` prints it (letters, digits and "
+            "punctuation, no spaces or line breaks inside)"
+        )
+    return text
+
+
 def _core(
-    name: str, parse: Callable[[Any], Any], default: Any, env: str | None, what: str
+    name: str,
+    parse: Callable[[Any], Any],
+    default: Any,
+    env: str | None,
+    what: str,
+    *,
+    secret: bool = False,
 ) -> SettingSpec:
-    return SettingSpec(name=name, parse=parse, default=default, env=env, description=what)
+    return SettingSpec(
+        name=name, parse=parse, default=default, env=env, description=what, secret=secret
+    )
+
+
+def _home(value: Any) -> Path:
+    """Portal's home as an absolute path (``~/.portal`` by default): a relative one is taken
+    from the directory the command runs in, once, so that the node (which runs elsewhere) and
+    the store's ``file://`` URL mean the same folder."""
+    return Path(str(value) if value else Path.home() / ".portal").expanduser().absolute()
 
 
 #: Portal's own settings; plugins add theirs through the ``portal_settings`` hook.
@@ -176,17 +255,17 @@ CORE_SETTINGS: tuple[SettingSpec, ...] = (
     _core("home", text, None, "PORTAL_HOME", "Portal's home: config.toml, keys, the local store"),
     _core("storage_url", text, None, "PORTAL_STORAGE_URL", "where checkpoints are stored"),
     _core("capture_probe", _probe_mode, "on", "PORTAL_CAPTURE_PROBE", "the checkpoint check"),
-    _core("capture_probe_every_min", positive_float, 10.0, None, "minutes between two checks"),
+    _core("capture_probe_every_min", minutes, 10.0, None, "minutes between two checks"),
     _core(
         "capture_probe_every_s",
-        positive_float,
+        seconds,
         None,
         "PORTAL_CAPTURE_PROBE_EVERY_S",
         "seconds between two checks (wins over capture_probe_every_min)",
     ),
     _core(
         "notice_default_s",
-        positive_float,
+        seconds,
         120.0,
         "PORTAL_NOTICE_DEFAULT_S",
         "the notice portal notice gives",
@@ -205,7 +284,14 @@ CORE_SETTINGS: tuple[SettingSpec, ...] = (
     # A control-plane service (`portal server`) to use instead of a store of this machine's own,
     # and this user's token for it (`portal server token create USER`).
     _core("control_plane", _control_plane, None, "PORTAL_CONTROL_PLANE", "a portal server's URL"),
-    _core("control_token", text, None, "PORTAL_TOKEN", "this user's token for the portal server"),
+    _core(
+        "control_token",
+        _token,
+        None,
+        "PORTAL_TOKEN",
+        "this user's token for the portal server",
+        secret=True,
+    ),
     # The CA certificate (PEM) an https:// control plane's certificate is checked against, when
     # it is not one the system trusts (a private CA, a self-signed certificate).
     _core("control_ca", text, None, "PORTAL_CONTROL_CA", "the portal server's CA certificate"),
@@ -325,7 +411,7 @@ class Settings:
         env = os.environ if environ is None else environ
         given = dict(values or {})
         home_value = env.get("PORTAL_HOME") or given.get("home")
-        home_path = Path(str(home_value) if home_value else Path.home() / ".portal").expanduser()
+        home_path = _home(home_value)
         layers: list[Mapping[str, tuple[Any, str]]] = [read_settings_file(home_path / CONFIG_NAME)]
         directory = Path.cwd() if project is True else project or None
         if directory:
@@ -358,12 +444,17 @@ class Settings:
             try:
                 resolved[name] = spec.parse(raw)
             except (TypeError, ValueError) as why:
+                shown = "a value (a secret, not shown)" if spec.secret else f"value {raw!r}"
                 raise InvalidSettingError(
-                    f"setting {name} has value {raw!r} (from {origin}): {why}. Fix it there, "
+                    f"setting {name} has {shown} (from {origin}): {why}. Fix it there, "
                     f"or remove it to use the default ({spec.default!r})",
-                    details={"setting": name, "value": str(raw), "origin": origin},
+                    details={
+                        "setting": name,
+                        "origin": origin,
+                        **({} if spec.secret else {"value": str(raw)}),
+                    },
                 ) from None
-        home = Path(resolved["home"] or Path.home() / ".portal").expanduser()
+        home = _home(resolved["home"])
         every_s = resolved["capture_probe_every_s"] or resolved["capture_probe_every_min"] * 60.0
         return cls(
             home=home,
@@ -404,6 +495,11 @@ class Settings:
         return [
             (name, value, self.origins.get(name, "default")) for name, value in self.values.items()
         ]
+
+
+def secret_settings(plugins: Plugins | None = None) -> frozenset[str]:
+    """The settings whose values are secrets (``SettingSpec.secret``): never printed."""
+    return frozenset(name for name, spec in _schema(plugins).items() if spec.secret)
 
 
 def setting_names(plugins: Plugins | None = None) -> list[str]:

@@ -8,6 +8,7 @@ registering a plugin costs nothing until Portal actually needs it.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -60,11 +61,19 @@ def _valid_name(_inst: object, _attr: attrs.Attribute[Any], value: str) -> None:
 
 @attrs.frozen(kw_only=True)
 class NoticeSourceContext:
-    """What a notice source factory gets: the clock, settings, and the environment to read."""
+    """What a notice source factory gets: the clock, settings, and the environment to read;
+    and ``report``, which says something to the job's events (``portal explain``) from any
+    thread: a notice the source saw but cannot read, which it ignores (a node must not die of
+    one, nor stay silent about it). Outside a node it logs a warning."""
 
     clock: Clock = SYSTEM_CLOCK
     settings: Mapping[str, Any] = attrs.field(factory=dict)
     environ: Mapping[str, str] = attrs.field(factory=dict)
+    report: Callable[[str], None] = attrs.field(factory=lambda: _log_warning)
+
+
+def _log_warning(text: str) -> None:
+    logging.getLogger("portal.notices").warning("%s", text)
 
 
 @runtime_checkable
@@ -138,6 +147,8 @@ class StorageBackend(Protocol):
     Writes are atomic per object (a reader sees the old object or the new one, never a mix);
     reading a missing key raises :class:`FileNotFoundError`. Keys are ``/``-separated relative paths.
     The checkpoint store (chunking, fingerprints, encryption, manifests) is built on top of this.
+    Optionally, ``write_new(key, data)`` writes only where no object is (raising
+    :class:`FileExistsError` otherwise: a conditional write): volumes' commits need it.
     """
 
     url: str
@@ -326,7 +337,8 @@ class SettingSpec:
     ``name`` is dotted by owner (``aws.poll_interval_s`` is ``poll_interval_s`` in an ``[aws]``
     table). ``parse`` turns a raw value (TOML's, or an environment variable's text) into the
     typed one and raises ``ValueError`` saying what is accepted; the default goes through it too
-    (``None``, no value, does not).
+    (``None``, no value, does not). A ``secret`` one (a token) is never printed: not by
+    ``portal config show``, not in the refusal of a bad value.
     """
 
     name: str = attrs.field(validator=_valid_name)
@@ -334,3 +346,4 @@ class SettingSpec:
     default: Any = None
     env: str | None = attrs.field(default=None, validator=_valid_env)
     description: str = ""
+    secret: bool = False

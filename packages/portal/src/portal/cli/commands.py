@@ -64,6 +64,14 @@ class Cli:
 
     def run(self, options: argparse.Namespace) -> int:
         script = Path(options.script)
+        if script.is_dir():
+            inside = sorted(p.name for p in script.glob("*.py"))[:3]
+            raise InvalidArgumentError(
+                f"script {options.script!r} is a folder, not a Python file: give the file to run"
+                + (f" (it holds {', '.join(inside)})" if inside else "")
+                + ", e.g. `portal run train.py`",
+                details={"script": options.script},
+            )
         if not script.is_file():
             raise InvalidArgumentError(
                 f"script {options.script!r} not found in {Path.cwd()}: give the path of a Python "
@@ -333,11 +341,6 @@ class Cli:
         return 0
 
     def wait(self, options: argparse.Namespace) -> int:
-        if options.timeout is not None and not options.timeout >= 0:
-            raise InvalidArgumentError(
-                f"--timeout {options.timeout:g}: a wait takes 0 seconds or more (leave it out to "
-                "wait until the job is no longer running)"
-            )
         end = None if options.timeout is None else time.monotonic() + options.timeout
         while True:
             job = self.job(options.job)
@@ -457,6 +460,12 @@ class Cli:
         for row in rows:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         if options.verify:
+            for v in views:
+                if v.repaired:
+                    note(
+                        f"checkpoint {v.id} was marked damaged and reads whole again: the mark "
+                        "is cleared, and it can be resumed"
+                    )
             intact = sum(v.resumable for v in views)
             note(f"verified every chunk: {intact} of {len(views)} checkpoint(s) can be resumed")
         return 0
@@ -585,7 +594,11 @@ class Cli:
     # --- the console and the MCP server (the portal-console distribution) -----------------------
 
     def console(self, options: argparse.Namespace) -> int:
-        return int(_console_part("web").serve(self.views, port=options.port, announce=note))
+        return int(
+            _console_part("web").serve(
+                self.views, port=options.port, announce=note, auth=options.auth
+            )
+        )
 
     def mcp(self, options: argparse.Namespace) -> int:
         return int(_console_part("mcp_server").serve(self.views))
@@ -620,6 +633,7 @@ _NOTED = {
     "carry-ok",
     "carry-unblocked",
     "notice",
+    "notice-unusable",
     "pausing",
     "deferred",
     "pause-abandoned",

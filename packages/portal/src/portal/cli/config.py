@@ -21,12 +21,16 @@ import tomli_w
 
 from portal.core.errors import InvalidArgumentError, InvalidSettingError
 from portal.core.plugins import Plugins
-from portal.core.settings import CONFIG_NAME, PROJECT_NAME, Settings, setting_names
+from portal.core.settings import (
+    CONFIG_NAME,
+    PROJECT_NAME,
+    Settings,
+    secret_settings,
+    setting_names,
+)
 
 __all__ = ["config_command"]
 
-#: Settings whose values are secrets: shown as set or not, never printed.
-_SECRETS = frozenset({"control_token"})
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -36,15 +40,18 @@ def config_command(options: argparse.Namespace) -> int:
     return _set(options)
 
 
-def _shown(name: str, value: Any) -> Any:
-    if name in _SECRETS and value is not None:
+def _shown(name: str, value: Any, secrets: frozenset[str]) -> Any:
+    """A secret setting's value as set or not, never printed."""
+    if name in secrets and value is not None:
         return "(set)"
     return str(value) if isinstance(value, Path) else value
 
 
 def _show(options: argparse.Namespace) -> int:
-    settings = Settings.load(plugins=Plugins.load())
-    rows = [(name, _shown(name, value), origin) for name, value, origin in settings.explain()]
+    plugins = Plugins.load()
+    settings = Settings.load(plugins=plugins)
+    secrets = secret_settings(plugins)
+    rows = [(n, _shown(n, value, secrets), origin) for n, value, origin in settings.explain()]
     effective = {"home": str(settings.home), "storage_url": settings.storage_url}
     rows = [(n, effective.get(n, v) if v is None else v, o) for n, v, o in rows]
     if options.json:
@@ -117,10 +124,11 @@ def _set(options: argparse.Namespace) -> int:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.write_text(tomli_w.dumps(data), encoding="utf-8")
-    if name in _SECRETS:
+    secrets = secret_settings(plugins)
+    if name in secrets:
         tmp.chmod(0o600)
     tmp.replace(target)
-    shown = _shown(name, value)
+    shown = _shown(name, value, secrets)
     print(f"{name} = {json.dumps(shown) if not isinstance(shown, str) else shown} in {target}")
     effective = Settings.load(plugins=plugins).origins.get(name, "")
     if not effective.startswith(str(target)):

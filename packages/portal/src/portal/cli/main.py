@@ -46,15 +46,37 @@ _CHECKPOINT_EVERY_FLAG: tuple[tuple[str, ...], dict[str, Any]] = (
 
 
 def _memory_gib(text: str) -> float:
-    """``--memory`` and ``--state-gib``: a positive number of GiB (argparse reports the refusal
-    as a usage error)."""
+    """``--memory`` and ``--state-gib``: a positive number of GiB, a pebibyte at most (argparse
+    reports the refusal as a usage error)."""
+    from portal.core.settings import gib
+
     try:
-        value = float(text)
+        return gib(text)
+    except ValueError as why:
+        raise argparse.ArgumentTypeError(f"{why}, not {text!r}") from None
+
+
+def _notice_seconds(text: str) -> float:
+    """``notice --seconds``: read as every time in Portal is (``inf`` and ``1e300`` refused)."""
+    from portal.core.settings import seconds
+
+    try:
+        return seconds(text)
+    except ValueError as why:
+        raise argparse.ArgumentTypeError(f"{why}, not {text!r}") from None
+
+
+def _timeout_seconds(text: str) -> float:
+    """``wait --timeout``: 0 (look once) up to a year and a day; no timeout is no flag."""
+    from portal.core.settings import MAX_SECONDS, seconds
+
+    try:
+        return 0.0 if text.strip() in ("0", "0.0") else seconds(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of GiB, not {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number of GiB above 0, not {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds from 0 to {MAX_SECONDS:.0f} (366 days), not "
+            f"{text!r}: leave --timeout out to wait until the job is no longer running"
+        ) from None
 
 
 def _placement_flags(command: argparse.ArgumentParser, *, new_job: bool) -> None:
@@ -193,7 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     _job(notice)
     notice.add_argument(
         "--seconds",
-        type=float,
+        type=_notice_seconds,
         metavar="S",
         help="how long before the machine goes (default 120, setting notice_default_s). "
         "e.g. --seconds 30",
@@ -207,7 +229,7 @@ def _parser() -> argparse.ArgumentParser:
     _job(wait)
     wait.add_argument(
         "--timeout",
-        type=float,
+        type=_timeout_seconds,
         metavar="S",
         help="give up after S seconds (exit 1, the job goes on). e.g. --timeout 60",
     )
@@ -257,7 +279,8 @@ def _parser() -> argparse.ArgumentParser:
         help="a web console of the jobs, on 127.0.0.1",
         description="A read-only web console of this PORTAL_HOME's jobs (or its control "
         "plane's). It listens on 127.0.0.1 only: from another machine, reach it through an SSH "
-        "tunnel (ssh -L 8470:127.0.0.1:8470 HOST).",
+        "tunnel (ssh -L 8470:127.0.0.1:8470 HOST). Every user of this machine can reach "
+        "127.0.0.1: --auth keeps them out with a token.",
     )
     console.add_argument(
         "--port",
@@ -265,6 +288,14 @@ def _parser() -> argparse.ArgumentParser:
         default=8470,
         metavar="P",
         help="the port on 127.0.0.1 (default 8470; 0 picks a free one). e.g. --port 9000",
+    )
+    console.add_argument(
+        "--auth",
+        action="store_true",
+        default=None,
+        help="ask every request for a token, new at each start: open the address printed "
+        "(http://127.0.0.1:8470/?token=...) or send `Authorization: Bearer TOKEN`; keeps out "
+        "the other users of this machine (also PORTAL_CONSOLE_AUTH=1). e.g. --auth",
     )
     sub.add_parser("mcp", help="an MCP server on stdio: status, jobs, explain and logs")
     config = sub.add_parser("config", help="the settings: each value and where it comes from")

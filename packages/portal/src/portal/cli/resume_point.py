@@ -51,7 +51,16 @@ def resume_point(
     ``confirm(question)``: asks the user (a terminal); None where nobody can answer."""
     refs = {r.checkpoint_id: r for r in store.list(job.id)}
     events = [e for _, e in plane.store.events(job.id)]
-    views = job_checkpoints(plane, store, job.id, listed=list(refs.values()), events=events)
+    # One the user names is read again: a mark of damage may be out of date (its bytes
+    # restored since), and this is the user asking for that checkpoint in particular.
+    views = job_checkpoints(
+        plane,
+        store,
+        job.id,
+        recheck=() if chosen is None else (chosen,),
+        listed=list(refs.values()),
+        events=events,
+    )
     by_id = {v.id: v for v in views}
     if chosen is not None:
         view = by_id.get(chosen)

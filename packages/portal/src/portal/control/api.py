@@ -24,14 +24,17 @@ from typing import Annotated, Any, ClassVar
 import attrs
 import msgspec
 
-from portal.core.domain import Attempt, Job
+from portal.core.domain import LATEST_TIME, Attempt, Job
 from portal.core.errors import InvalidArgumentError, InvalidSettingError, PortalError
+from portal.core.settings import MAX_GIB
 from portal.core.wire import EventRecord
 
 __all__ = [
     "API_REVISION",
     "API_VERSION",
     "HEALTH_PATH",
+    "MAX_EVENT_KIND",
+    "MAX_EVENT_MESSAGE",
     "PREFIX",
     "Appended",
     "AttemptList",
@@ -40,8 +43,10 @@ __all__ = [
     "ControlPlaneUnavailableError",
     "EndAttemptRequest",
     "ErrorBody",
+    "EventKind",
     "EventList",
     "EventRecord",
+    "ForbiddenError",
     "Health",
     "HeardRequest",
     "JobList",
@@ -59,6 +64,7 @@ __all__ = [
     "Version",
     "error_body",
     "error_from_body",
+    "fit_message",
     "plain_data",
 ]
 
@@ -73,8 +79,11 @@ HEALTH_PATH = f"{PREFIX}/health"
 # --- the domain's records ---------------------------------------------------------------------
 
 
-#: A moment as the stores keep it: seconds since the epoch, finite, not before it.
-Time = Annotated[float, msgspec.Meta(ge=0.0, le=1e12)]
+#: A moment as the stores keep it: seconds since the epoch, finite, not before it, and one a
+#: clock can print (the same bound as a notice's: portal.core.domain.LATEST_TIME).
+Time = Annotated[float, msgspec.Meta(ge=0.0, le=LATEST_TIME)]
+#: A memory or state size in GiB, as every reader of one bounds it (portal.core.settings.gib).
+Gib = Annotated[float, msgspec.Meta(gt=0.0, le=MAX_GIB)]
 #: An integer the stores keep (SQLite and PostgreSQL: 64 bits, signed).
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
@@ -87,8 +96,8 @@ class JobWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     state: str
     name: str | None = None
     args: list[str] = []
-    memory_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
-    state_gib: Annotated[float, msgspec.Meta(gt=0.0, le=1e9)] | None = None
+    memory_gib: Gib | None = None
+    state_gib: Gib | None = None
     nproc_per_node: Annotated[int, msgspec.Meta(ge=1, le=1024)] | None = None
 
     @classmethod
@@ -124,7 +133,7 @@ class SequencedEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 
 class ReclaimWire(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     pool: str
-    at: float
+    at: Time
 
 
 # --- requests ---------------------------------------------------------------------------------
@@ -153,15 +162,45 @@ class HeardRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     at: Time
 
 
+#: The longest event kind the service takes: a kind is a short name readers match on.
+MAX_EVENT_KIND = 128
+#: The longest event message: a line or a paragraph for ``portal explain`` (long output belongs
+#: in the job's logs), far above any Portal writes, far below the body's limit.
+MAX_EVENT_MESSAGE = 16_384
+
+
+def fit_message(message: str) -> str:
+    """An event's message as the service takes it: one longer than :data:`MAX_EVENT_MESSAGE`
+    (an exception's text, say) is cut, with a mark, rather than refused: a refused report would
+    stay in a node's journal, ahead of every later one."""
+    if len(message) <= MAX_EVENT_MESSAGE:
+        return message
+    mark = " … (cut: the whole is in the node's log)"
+    return message[: MAX_EVENT_MESSAGE - len(mark)] + mark
+
+
+#: An event's kind: ``created``, ``checkpoint-every``, ``spot.move``, ``ray.drain-refused``.
+#: ``\Z``, not ``$``: a trailing line break is no part of a name.
+EventKind = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1, max_length=MAX_EVENT_KIND, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*\Z"
+    ),
+]
+
+
 class NewEvent(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An event for the job the path names. ``id``: the reporter's id for it, when it may send
-    it again (a retry after a timeout); the control plane records each id once."""
+    it again (a retry after a timeout); the control plane records each id once.
+
+    Each text field is bounded (checked as the service decodes a request, so that its refusal
+    names the field): one client must not fill every reader's event log."""
 
     at: Time
-    kind: str
-    message: str
+    kind: EventKind
+    message: Annotated[str, msgspec.Meta(max_length=MAX_EVENT_MESSAGE)]
     data: dict[str, Any] = {}
-    id: str | None = None
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
 
 
 class ReclaimRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -250,6 +289,13 @@ class UnauthorizedError(PortalError):
     code: ClassVar[str] = "UNAUTHORIZED"
 
 
+class ForbiddenError(PortalError):
+    """A valid token asked for what its role does not allow (a user's token recording a
+    reclaim, which steers every user's placements)."""
+
+    code: ClassVar[str] = "FORBIDDEN"
+
+
 def _known_errors() -> dict[str, type[PortalError]]:
     from portal.control.postgres import ControlDatabaseError  # psycopg itself stays unimported
     from portal.control.store import JobNotFoundError, JobStateConflictError
@@ -265,6 +311,7 @@ def _known_errors() -> dict[str, type[PortalError]]:
         ControlPlaneBusyError,
         RateLimitedError,
         UnauthorizedError,
+        ForbiddenError,
     ]
     return {cls.code: cls for cls in classes}
 

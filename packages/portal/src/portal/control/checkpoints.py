@@ -10,7 +10,10 @@ The store alone cannot tell a damaged checkpoint from one cut short, nor know th
 * **damaged**: it was stored complete but its bytes are no longer what was written: a chunk or
   its manifest fails its check (found by a resume's download or ``portal checkpoints --verify``,
   and remembered: event ``checkpoint-damaged``), or its manifest is gone although the control
-  plane recorded it stored. Never resumed, and named wherever checkpoints are listed.
+  plane recorded it stored. Never resumed, and named wherever checkpoints are listed. A mark is
+  not for ever: ``--verify``, or a resume that names the checkpoint, reads its bytes again, and
+  when they check out (a bucket's version restored, a read that failed once) the mark is cleared
+  (event ``checkpoint-repaired``) and said.
 * **missing**: recorded as stored, and gone from the store.
 
 A resume takes the newest checkpoint that is complete and not damaged, and only when that is the
@@ -20,9 +23,10 @@ the user's choice to make (``portal resume --use-earlier`` or ``--checkpoint ID`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -31,13 +35,16 @@ from portal.core.errors import PortalError
 
 __all__ = [
     "DAMAGED_EVENT",
+    "DAMAGE_CODES",
     "KEPT",
+    "REPAIRED_EVENT",
     "STORED_KINDS",
     "CheckpointView",
     "damaged_marks",
     "job_checkpoints",
     "kept_checkpoint",
     "mark_damaged",
+    "read_twice",
     "recorded_checkpoints",
 ]
 
@@ -46,8 +53,16 @@ STORED_KINDS = frozenset({"uploaded", "suspended", "checkpoint-periodic"})
 #: The ``upload-failed`` event's field naming a checkpoint file kept whole on the machine, not
 #: stored (``portal.node.spool``): the next resume stores it first.
 KEPT = "kept"
+#: The store's codes for a checkpoint that fails its check: damage, once confirmed.
+DAMAGE_CODES = frozenset({"CHECKPOINT_CORRUPT", "WRONG_KEY", "CHECKPOINT_INCOMPLETE"})
 #: The event that marks a checkpoint damaged (``checkpoint``, ``reason``).
 DAMAGED_EVENT = "checkpoint-damaged"
+#: The event that clears that mark: its bytes were read again and check out (``checkpoint``).
+REPAIRED_EVENT = "checkpoint-repaired"
+
+T = TypeVar("T")
+
+log = logging.getLogger("portal.control")
 
 _CUT_SHORT = "its upload was cut short before its manifest was written; kept for inspection"
 
@@ -62,6 +77,8 @@ class CheckpointView:
     bytes: int
     state: str
     why: str = ""
+    #: Marked damaged before, and found whole by this listing's reading (the mark cleared).
+    repaired: bool = False
 
     @property
     def resumable(self) -> bool:
@@ -75,6 +92,7 @@ class CheckpointView:
             "state": self.state,
             "resumable": self.resumable,
             "why": self.why,
+            "repaired": self.repaired,
         }
 
 
@@ -104,13 +122,28 @@ def kept_checkpoint(events: Iterable[Event]) -> tuple[Path, int] | None:
 
 
 def damaged_marks(events: Iterable[Event]) -> dict[str, str]:
-    """Checkpoints found damaged, with why (the latest finding)."""
+    """Checkpoints found damaged, with why (the latest finding), less those found whole since."""
     marks: dict[str, str] = {}
     for event in events:
         ckpt = event.data.get("checkpoint")
         if event.kind == DAMAGED_EVENT and isinstance(ckpt, str):
             marks[ckpt] = str(event.data.get("reason") or "its bytes failed their check")
+        elif event.kind == REPAIRED_EVENT and isinstance(ckpt, str):
+            marks.pop(ckpt, None)
     return marks
+
+
+def _clear_mark(plane: Any, job_id: str, checkpoint_id: str, marks: dict[str, str]) -> None:
+    """Record that a checkpoint marked damaged was read whole: it can be resumed again."""
+    reason = marks.pop(checkpoint_id)
+    plane.record(
+        job_id,
+        REPAIRED_EVENT,
+        f"checkpoint {checkpoint_id} reads whole again (every chunk checked): it was marked "
+        f"damaged ({reason}), and can be resumed again",
+        checkpoint=checkpoint_id,
+        was=reason,
+    )
 
 
 def mark_damaged(
@@ -138,16 +171,29 @@ def mark_damaged(
     )
 
 
+def read_twice(read: Callable[[], T]) -> T:
+    """``read()`` (a checkpoint's manifest or chunks, checked), once more when its check fails:
+    a read that failed once (a flaky disk or network) is not damage, and a damage mark keeps
+    the checkpoint from every resume. The second failure is raised."""
+    try:
+        return read()
+    except PortalError as exc:
+        if exc.code not in DAMAGE_CODES:
+            raise
+        log.warning("a checkpoint failed its check (%s): reading it again", exc)
+    return read()
+
+
 def _why_broken(store: Any, job_id: str, checkpoint_id: str, *, verify: bool) -> str | None:
     """Why the checkpoint cannot be read whole (None: it can): its manifest, and with
-    ``verify`` every chunk, checked."""
+    ``verify`` every chunk, checked (:func:`read_twice`)."""
     try:
         if verify:
-            store.open_reader(job_id, checkpoint_id).verify()
+            read_twice(lambda: store.open_reader(job_id, checkpoint_id).verify())
         else:
-            store.manifest(job_id, checkpoint_id)
+            read_twice(lambda: store.manifest(job_id, checkpoint_id))
     except PortalError as exc:
-        if exc.code in ("CHECKPOINT_CORRUPT", "WRONG_KEY", "CHECKPOINT_INCOMPLETE"):
+        if exc.code in DAMAGE_CODES:
             return str(exc)
         raise
     return None
@@ -159,13 +205,15 @@ def job_checkpoints(
     job_id: str,
     *,
     verify: bool = False,
+    recheck: Collection[str] = (),
     listed: Sequence[CheckpointRef] | None = None,
     events: Sequence[Event] | None = None,
 ) -> list[CheckpointView]:
     """Every checkpoint of the job, oldest first, in the states above. ``verify`` reads every
-    chunk of each complete one (slow: the whole checkpoint) and marks what fails damaged.
-    ``listed`` and ``events``: the store's listing and the job's events, when the caller has
-    them already."""
+    chunk of each one in the store (slow: the whole checkpoint), marks what fails damaged, and
+    clears the mark of one that checks out; ``recheck`` does so for the checkpoints it names
+    only (a resume's ``--checkpoint``). ``listed`` and ``events``: the store's listing and the
+    job's events, when the caller has them already."""
     if events is None:
         events = [e for _, e in plane.store.events(job_id)]
     recorded = recorded_checkpoints(events)
@@ -192,11 +240,16 @@ def job_checkpoints(
                 )
             continue
         broken = None
-        if ref.state is CheckpointState.CORRUPT or verify:
-            broken = _why_broken(store, job_id, ckpt, verify=verify)
+        read = verify or ckpt in recheck
+        if ref.state is CheckpointState.CORRUPT or read:
+            broken = _why_broken(store, job_id, ckpt, verify=read)
+        repaired = False
         if broken is not None:
             mark_damaged(plane, job_id, ckpt, broken, marks=found)
-        reason = broken or marks.get(ckpt)
+        elif read and ckpt in found:
+            _clear_mark(plane, job_id, ckpt, found)
+            repaired = True
+        reason = broken or found.get(ckpt)
         views.append(
             CheckpointView(
                 id=ckpt,
@@ -204,6 +257,7 @@ def job_checkpoints(
                 bytes=ref.size_bytes,
                 state="damaged" if reason else "complete",
                 why=reason or "",
+                repaired=repaired,
             )
         )
     for ckpt, at in recorded.items():

@@ -288,7 +288,7 @@ class HttpControlStore:
         request = api.NewEvent(
             at=event.at,
             kind=event.kind,
-            message=event.message,
+            message=api.fit_message(event.message),
             data=api.plain_data(event.data),
             id=event.id,
         )

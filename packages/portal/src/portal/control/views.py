@@ -59,6 +59,7 @@ EXPLAINED = frozenset(
         "suspended",
         "overrun",
         "checkpoint-damaged",
+        "checkpoint-repaired",
         "notice-withdrawn",
         "node-died",
         "resuming",

@@ -97,6 +97,14 @@ def notice(n: Notice, now: float) -> str:
     )
 
 
+def notice_unusable(notice_id: str, provider: str, exc: BaseException) -> str:
+    return (
+        f"notice {notice_id} from {provider} was ignored: the node could not act on it "
+        f"({type(exc).__name__}: {exc}). The job goes on; this is a bug in Portal or in the "
+        "notice's source: report it with the node's log (node.log)"
+    )
+
+
 def notice_withdrawn(n: Notice) -> str:
     return f"notice {n.id} from {n.provider} was withdrawn: the job goes on"
 

@@ -21,8 +21,9 @@ from pathlib import Path
 
 from portal.control.plane import ControlPlane
 from portal.core.domain import AttemptState, Job
-from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.errors import InvalidArgumentError, PortalError, UnsafeFolderError
 from portal.node.periodic import EVERY_ENV, remember_interval, remembered_interval
+from portal.node.runtime_link import control_socket_folder
 
 __all__ = [
     "WORKDIR_EVENT",
@@ -109,6 +110,12 @@ def launch_node(
 
     Raises :class:`NodeStartError` (the attempt ended as failed) when the node cannot start."""
     workdir = None if node_dir is not None else job_workdir(plane, job)
+    try:  # the node would refuse it and end; said here, by the command, with the way out
+        control_socket_folder()
+    except UnsafeFolderError as exc:
+        raise NodeStartError(
+            f"job {job.id} cannot start on this machine: {exc}", details=dict(exc.details)
+        ) from exc
     attempt = plane.store.start_attempt(
         job.id, machine=machine, at=plane.clock.now(), resumed_from=resume_from
     )

@@ -30,18 +30,23 @@ from portal.runtime.protocol import (
     encode,
 )
 
-__all__ = ["RuntimeLink", "control_socket_path"]
+__all__ = ["RuntimeLink", "control_socket_folder", "control_socket_path"]
 
 log = logging.getLogger("portal.node")
+
+
+def control_socket_folder() -> Path:
+    """This user's private folder for the sockets (:func:`portal.core.private.private_folder`:
+    made, or closed to others, or refused with the reason and the way out)."""
+    return private_folder(
+        Path(tempfile.gettempdir()) / f"portal-{os.getuid()}", "the runtime's control sockets"
+    )
 
 
 def control_socket_path(job_id: str, attempt: int) -> Path:
     """A short path for the socket (Unix socket paths are limited to about 100 bytes, so not
     under ``PORTAL_HOME``, which may be deep)."""
-    base = private_folder(
-        Path(tempfile.gettempdir()) / f"portal-{os.getuid()}", "the runtime's control sockets"
-    )
-    return base / f"{job_id}-{attempt}.sock"
+    return control_socket_folder() / f"{job_id}-{attempt}.sock"
 
 
 class RuntimeLink:

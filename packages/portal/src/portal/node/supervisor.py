@@ -13,6 +13,7 @@ import contextlib
 import ctypes
 import logging
 import os
+import queue
 import re
 import secrets
 import signal
@@ -27,8 +28,9 @@ from typing import Any
 from msgspec import to_builtins
 
 from portal.control import wording
+from portal.control.api import MAX_EVENT_MESSAGE
 from portal.control.backlog import BACKLOG_NAME, apply_entry
-from portal.control.checkpoints import DAMAGED_EVENT, KEPT
+from portal.control.checkpoints import DAMAGE_CODES, DAMAGED_EVENT, KEPT, read_twice
 from portal.control.liveness import write_node_pid
 from portal.control.plane import ControlPlane
 from portal.core.domain import AttemptState, JobState, Notice, NoticeKind
@@ -79,6 +81,10 @@ HEARTBEAT_S = 5.0
 #: How often the node reports upload progress to the control plane (a modest rate: the event log
 #: keeps every one).
 PROGRESS_EVERY_S = 1.0
+#: The user's control-plane token (setting control_token): never in the job's environment.
+TOKEN_ENV = "PORTAL_TOKEN"
+#: The decrypted checkpoint a resume loads, in its attempt's folder (0600, deleted once loaded).
+RESUME_IMAGE = "resume.portal"
 #: How long one write to the control plane may wait before the node counts it unreachable and
 #: keeps its reports in the journal (a notice must not wait on it).
 CONTROL_TIMEOUT_S = 2.0
@@ -95,6 +101,15 @@ def pause_deadline(notice: Notice, now: float) -> float:
     left = notice.remaining_s(now)
     reserve = min(SAVE_RESERVE_S, left / 2.0)
     return now + max(0.0, left - reserve)
+
+
+def _remove_decrypted_images(job_root: Path) -> None:
+    """Decrypted checkpoints an earlier attempt of this job left (its node killed with -9, its
+    machine stopped): nothing decrypted may outlive the attempt that loaded it. One attempt of a
+    job runs at a time, so none of these is being read."""
+    for stale in job_root.glob(f"attempts/*/{RESUME_IMAGE}*"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
 
 
 def _die_with_parent() -> None:
@@ -130,7 +145,9 @@ class Node:
         self.dir = self.paths.attempt(attempt)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_path = self.dir / "checkpoint.portal"
-        self.socket_path = control_socket_path(job_id, attempt)
+        #: Chosen by :meth:`run`: a folder that cannot be trusted is then the node's reported
+        #: fault (the job ends), not a death before it could report anything.
+        self.socket_path: Path
         self._store_factory = store_factory
         self._store: Any = None
         self._journal = Journal(self.dir / BACKLOG_NAME, self._deliver)
@@ -147,6 +164,10 @@ class Node:
         self._restored_mark = self.dir / "restored"
         self._pause_over = False  # the runtime abandoned or failed the notice's pause
         self._impostor_told = False
+        #: Notices whose handling failed: reported once, never taken again.
+        self._unusable_notices: set[str] = set()
+        #: What the notice sources said of notices they ignore (from their threads).
+        self._source_said: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._sources: list[
             Any
         ] = []  # the notice sources watching this attempt's machine  # a peer on the socket that did not prove it is the runtime
@@ -197,7 +218,11 @@ class Node:
     # --- reporting ------------------------------------------------------------------------------
 
     def report(self, kind: str, message: str, /, **data: Any) -> None:
-        """Record an event; if the control plane does not answer, keep it for later."""
+        """Record an event; if the control plane does not answer, keep it for later. A message
+        longer than a control plane service keeps is cut there (``api.fit_message``): the whole
+        is written here, to node.log."""
+        if len(message) > MAX_EVENT_MESSAGE:
+            log.info("event %s in full: %s", kind, message)
         self._add(
             {
                 "op": "event",
@@ -287,18 +312,28 @@ class Node:
             return [*base, "run", *control, self.job.script, *self.job.args]
         return [*base, "resume", *control, str(self._download(self.resume_from))]
 
+    def _verified_reader(self, checkpoint_id: str) -> Any:
+        """A reader of the checkpoint whose every chunk checked out (read twice before a
+        failed check counts: :func:`portal.control.checkpoints.read_twice`)."""
+
+        def verified() -> Any:
+            reader = self.store.open_reader(self.job.id, checkpoint_id)
+            reader.verify()
+            return reader
+
+        return read_twice(verified)
+
     def _download(self, checkpoint_id: str) -> Path:
         """Fetch and verify the checkpoint before anything reads it (a checkpoint is code).
 
         The decrypted image is this user's alone (0600) and lives only until the runtime has
         loaded it (its greeting) or the attempt ends: no plaintext state stays behind."""
-        target = self.dir / "resume.portal"
+        target = self.dir / RESUME_IMAGE
         started = time.monotonic()
         try:
-            reader = self.store.open_reader(self.job.id, checkpoint_id)
-            reader.verify()
+            reader = self._verified_reader(checkpoint_id)
         except PortalError as exc:
-            if exc.code not in ("CHECKPOINT_CORRUPT", "WRONG_KEY", "CHECKPOINT_INCOMPLETE"):
+            if exc.code not in DAMAGE_CODES:
                 raise
             # Remembered, so that no resume takes it again and every listing names it.
             self.report(
@@ -315,10 +350,14 @@ class Node:
             ) from exc
         tmp = target.with_suffix(".part")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "wb") as out:
-            for piece in reader.iter_chunks():
-                out.write(piece)
-        tmp.replace(target)
+        try:
+            with open(fd, "wb") as out:
+                for piece in reader.iter_chunks():
+                    out.write(piece)
+            tmp.replace(target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # no part of a decrypted image outlives its download
+            raise
         self._resume_image = target
         summary = reader.manifest.summary
         origin: dict[str, Any] = {}
@@ -354,7 +393,12 @@ class Node:
     def run(self) -> int:
         """Run the attempt to its end; returns the job process's exit status."""
         write_node_pid(self.dir / "node.pid")
+        _remove_decrypted_images(self.paths.root)
+        self.socket_path = control_socket_path(self.job.id, self.attempt)
         env = dict(self.environ)
+        # The user's token is the node's, to report; the job's program gets none (it would
+        # act as the user on every job, and its checkpoints would carry it in their env).
+        env.pop(TOKEN_ENV, None)
         env[NOTICE_DIR_ENV] = str(self.paths.notices)
         secret = secrets.token_hex(16)  # the runtime's greeting proves it is the one started here
         env[SECRET_ENV] = secret
@@ -366,6 +410,7 @@ class Node:
             clock=self.clock,
             environ=env,
             settings=self._source_settings(),
+            report=self._source_said.put,  # reported by the supervising loop, in order
         )
         watcher = NoticeWatcher(sources).start()
         self._sources = sources
@@ -380,7 +425,9 @@ class Node:
             )
         stdout = self.paths.stdout(self.attempt).open("ab")
         stderr = self.paths.stderr(self.attempt).open("ab")
-        self._output = OutputIndex(self.paths.output_index(self.attempt), stdout, stderr)
+        self._output = OutputIndex(
+            self.paths.output_index(self.attempt), stdout, stderr, now=self.clock.now
+        ).start()
         link = RuntimeLink(self.socket_path, secret)
         try:
             command = self._command()
@@ -409,7 +456,7 @@ class Node:
         finally:
             link.close()
             watcher.stop()
-            self._output.close(self.clock.now())
+            self._output.close()
             stdout.close()
             stderr.close()
         try:
@@ -428,7 +475,9 @@ class Node:
                     self._runtime_event(event)
                 return code
             for notice in watcher.get(timeout_s=0.05):
-                self._on_notice(notice, link)
+                self._take_notice(notice, link)
+            while not self._source_said.empty():
+                self.report("notice-unusable", self._source_said.get_nowait())
             link.try_connect()
             if self._pause_waiting is not None:
                 self._ask_waiting_pause(link)
@@ -440,12 +489,27 @@ class Node:
             self._carry.tick(link, pause_wanted=self._notice is not None)
             self._check_periodic(link)
             self._report_progress(self._stream)
-            self._output.sample(self.clock.now())
             now = self.clock.monotonic()
             if now - last_beat >= HEARTBEAT_S:
                 last_beat = now
                 if self._flush():
                     self._add({"op": "heard", "at": self.clock.now()})
+
+    def _take_notice(self, notice: Notice, link: RuntimeLink) -> None:
+        """Act on a notice; one the node cannot act on is reported and dropped. No notice may
+        end the node, and the job with it (a deadline of ``inf`` once did, at every resume)."""
+        if notice.id in self._unusable_notices:
+            return
+        try:
+            self._on_notice(notice, link)
+        except Exception as exc:
+            self._unusable_notices.add(notice.id)
+            log.exception("notice %s could not be acted on", notice.id)
+            self.report(
+                "notice-unusable",
+                wording.notice_unusable(notice.id, notice.provider, exc),
+                notice=notice.id,
+            )
 
     def _on_notice(self, notice: Notice, link: RuntimeLink) -> None:
         now = self.clock.now()
@@ -626,7 +690,10 @@ class Node:
             )
 
     def _drop_resume_image(self) -> None:
-        if self._resume_image is not None and not self._restored_mark.exists():
+        """Delete the decrypted checkpoint: the runtime has loaded it (its greeting comes after
+        the restore), or the attempt is over. It was kept for the whole of a resumed attempt
+        (until its end) while the restore's mark stood, and for ever after a kill -9."""
+        if self._resume_image is not None:
             self._resume_image.unlink(missing_ok=True)
             self._resume_image = None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from portal.core.clock import Clock
 from portal.core.domain import Notice
@@ -28,9 +28,16 @@ def open_sources(
     clock: Clock,
     environ: Mapping[str, str],
     settings: Mapping[str, object],
+    report: Callable[[str], None] | None = None,
 ) -> list[NoticeSource]:
-    """Every installed notice source that detects its platform on this machine."""
-    context = NoticeSourceContext(clock=clock, settings=dict(settings), environ=dict(environ))
+    """Every installed notice source that detects its platform on this machine (``report``:
+    what they say of a notice they ignore, to the job's events)."""
+    context = NoticeSourceContext(
+        clock=clock,
+        settings=dict(settings),
+        environ=dict(environ),
+        **({"report": report} if report is not None else {}),
+    )
     sources: list[NoticeSource] = []
     for name, spec in sorted(plugins.notice_sources().items()):
         try:

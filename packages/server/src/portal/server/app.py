@@ -8,7 +8,18 @@ reads or writes. Each write is logged with the user whose token made it.
 Jobs are owned: the server records who created each one (:mod:`portal.server.owners`, beside its
 tokens, apart from the store), and a ``user`` token sees and changes only its own jobs (another's
 is answered as not found: a job's existence is not told to others); an ``admin`` token sees every
-job; a job token its one job. A job made before owners were recorded is an admin's.
+job; a job token its one job. A job made before owners were recorded is an admin's. Reclaims are
+read by everyone and steer every user's placements, so only an admin's token, or a job's token for
+the machine its job ran on, records one.
+
+Job names are each user's own (see :meth:`_Api._create_owned` for why they live in the owners'
+record, not the store): a name is unique among its user's jobs, a name means the caller's own job
+by that name, and a name shaped like a job id is refused.
+
+Requests with a bad token are limited per source address and logged in aggregate
+(:mod:`portal.server.failures`).
+
+Event kinds starting ``server.`` are the server's own: no client writes one, none is read back.
 
 The store's calls block (SQLite, psycopg), so each runs in Starlette's thread pool; both stores
 keep one connection per thread, and their own locking keeps concurrent requests safe.
@@ -16,15 +27,19 @@ keep one connection per thread, and their own locking keeps concurrent requests 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
 
+import attrs
 import msgspec
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -34,10 +49,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from portal.control import api
-from portal.control.store import ControlStore, JobNotFoundError
+from portal.control.store import ControlStore, JobNotFoundError, name_taken
 from portal.core.domain import AttemptState, Event, Job, JobState, is_job_id
 from portal.core.errors import InvalidArgumentError, PortalError
-from portal.server.owners import Owners
+from portal.server.buckets import TokenBuckets
+from portal.server.failures import AUTH_FAILURES_PER_MIN, FailureLimit, FailureLog, source_of
+from portal.server.owners import OWNERS_NAME, NameTakenError, Owned, Owners
 from portal.server.tokens import Principal, TokenFile
 
 __all__ = ["build_app"]
@@ -60,42 +77,16 @@ _STATUS = {
     "METHOD_NOT_ALLOWED": 405,
     "JOB_STATE_CONFLICT": 409,
     "UNAUTHORIZED": 401,
+    "FORBIDDEN": 403,
     "REQUEST_TOO_LARGE": 413,
     "CONTROL_DB_UNAVAILABLE": 503,
     "CONTROL_PLANE_BUSY": 503,
     "RATE_LIMITED": 429,
 }
 
-#: The owners' record, beside the tokens file.
-OWNERS_NAME = "server-owners.db"
-
 #: Requests a second each user may send, on average (bursts of ten times that, taken at once): a
 #: node reports a few a second; a fleet of a user's jobs, a few hundred at a start.
 RATE_PER_S = 100.0
-
-
-class _RateLimit:
-    """A token bucket per user: ``rate`` requests a second on average, ``burst`` at once."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self._buckets: dict[str, tuple[float, float]] = {}  # user -> (tokens, at)
-        self._lock = threading.Lock()
-
-    def wait_s(self, user: str) -> float:
-        """0 when ``user`` may go on now (one token taken); else the seconds until they may."""
-        if self.rate <= 0:
-            return 0.0
-        now = time.monotonic()
-        with self._lock:
-            tokens, at = self._buckets.get(user, (self.burst, now))
-            tokens = min(self.burst, tokens + (now - at) * self.rate)
-            if tokens >= 1.0:
-                self._buckets[user] = (tokens - 1.0, now)
-                return 0.0
-            self._buckets[user] = (tokens, now)
-            return (1.0 - tokens) / self.rate
 
 
 def _job_param(request: Request, name: str) -> str:
@@ -131,6 +122,68 @@ class _TooLargeError(InvalidArgumentError):
 #: The largest request body the service takes: an event, a job or an attempt is a few kB; a
 #: larger body is refused before it is read whole (one client must not fill the server).
 MAX_BODY_BYTES = 1 << 20
+
+
+#: The deepest an event's data may nest (an object or a list is one level; the data object is the
+#: first): it is meant to be a few fields. A body of any route nested far deeper (50,000 levels)
+#: must not exhaust the decoder's stack: msgspec stops near Python's recursion limit with
+#: RecursionError, refused in the same words.
+MAX_DEPTH = 64
+
+#: Event kinds that only the server writes (``server.owner`` once recorded who made a job): a
+#: client's would pass for the server's word, so none is taken, in any case, and none read back.
+RESERVED_KIND_PREFIX = "server."
+
+#: The shape of the ids Portal gives jobs (``j-`` and 10 hex digits: ``store.new_job_id``). Ids and
+#: names share the JOB argument of every command, and an id wins over a name that spells it: a
+#: name of this shape could come to mean another job (or be taken for one), so none is taken.
+#: (``is_job_id`` is the wider rule of one path segment, which every valid name meets.)
+ID_SHAPED_NAME = re.compile(r"j-[0-9a-f]{10}")
+
+
+def _id_shaped_name(name: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"job name {name!r} is shaped like a job id ('j-' and 10 hex digits, as Portal makes "
+        "them): ids and names share the JOB argument of every command, so such a name could "
+        "mean another job; choose another --name (e.g. one that does not start with 'j-')",
+        details={"name": name},
+    )
+
+
+def _ambiguous_name(ref: str, jobs: list[tuple[Job, str | None]]) -> InvalidArgumentError:
+    owned = ", ".join(f"{j.id} ({owner or 'no recorded owner'})" for j, owner in jobs)
+    return InvalidArgumentError(
+        f"{len(jobs)} jobs are named {ref!r}: {owned}. A name is unique among one user's jobs "
+        "only, and an admin's token that has no job of that name cannot tell which is meant: "
+        "give the job's id",
+        details={"job": ref, "jobs": [j.id for j, _ in jobs]},
+    )
+
+
+def _too_deep(request: Request) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        f"the body of {request.method} {request.url.path} is JSON nested more than {MAX_DEPTH} "
+        "levels deep, deeper than the control plane reads: an event's data is meant to be a "
+        "few fields (put large structures in the job's own files)",
+        details={"path": request.url.path, "limit": MAX_DEPTH},
+    )
+
+
+def _nests_deeper(value: Any, limit: int) -> bool:
+    """Whether decoded JSON ``value`` nests more than ``limit`` objects and lists deep: walked
+    with a stack of its own, so that no depth it holds can exhaust Python's."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def _reserved_kind(kind: str) -> bool:
+    return kind.lower().startswith(RESERVED_KIND_PREFIX)
 
 
 def _too_large(request: Request, size: int) -> _TooLargeError:
@@ -218,14 +271,18 @@ class _Api:
         store: ControlStore,
         tokens: TokenFile,
         store_kind: str,
-        limit: _RateLimit,
+        limit: TokenBuckets,
         owners: Owners,
+        failures: FailureLog,
     ) -> None:
         self.store = store
         self.tokens = tokens
         self.store_kind = store_kind
         self.limit = limit
         self.owners = owners
+        self.failures = failures
+        self._creating: dict[str, threading.Lock] = {}  # user -> held while creating a job
+        self._creating_lock = threading.Lock()
 
     # --- ownership ----------------------------------------------------------------------------
 
@@ -238,17 +295,95 @@ class _Api:
         """The job id a path names, once the request's principal may use it (in a worker)."""
         ref = _job_param(request, name)
         who: Principal = request.state.principal
-        try:
-            job = self.store.get_job(ref)
-        except JobNotFoundError:
+        hit = self._store_hit(ref)
+        if hit is not None and hit.id == ref and self._mine(who, hit):
+            return hit.id  # the common case, a node's reports: its own job's id
+        jobs = self._jobs_called(ref, hit)
+        if not jobs:
             return ref  # the store's own call refuses it, in its own words
-        if not self._mine(who, job):
+        meant = self._meant(who, ref, jobs)
+        if meant is None:
             raise JobNotFoundError(
                 f"no job {ref!r} among {who.user}'s: a job is seen and changed by the user who "
                 "created it (and by admins)",
                 details={"job": ref},
             )
-        return job.id
+        return meant.id
+
+    def _store_hit(self, ref: str) -> Job | None:
+        """The job the store finds by ``ref``: the one whose id it is, else one the store kept
+        that name of (from before names were the server's)."""
+        try:
+            return self.store.get_job(ref)
+        except JobNotFoundError:
+            return None
+
+    def _jobs_called(self, ref: str, hit: Job | None) -> list[Job]:
+        """Every job ``ref`` may mean, whoever's: the store's ``hit`` (see :meth:`_store_hit`)
+        and those the owners' record names so."""
+        jobs = [] if hit is None else [hit]
+        for job_id, _ in self.owners.named(ref):
+            job = self._job_by_id(job_id)
+            if job is not None and job.id not in {j.id for j in jobs}:
+                jobs.append(job)
+        return jobs
+
+    def _meant(self, who: Principal, ref: str, jobs: list[Job]) -> Job | None:
+        """The job of ``jobs`` that ``ref`` means to ``who``, or None when none is theirs. An id
+        wins over a name (as in the embedded store); a name means the caller's own job by that
+        name; an admin with none of that name means another user's, when only one user has a
+        job of that name (more: refused as ambiguous, naming them, so that the id is given)."""
+        for job in jobs:
+            if job.id == ref and self._mine(who, job):
+                return job
+        named: list[tuple[Job, str | None]] = [
+            (j, self.owners.owner_of(j.id))
+            for j in jobs
+            if j.id != ref and self._name_of(j) == ref and self._mine(who, j)
+        ]
+        own: list[tuple[Job, str | None]] = [(j, o) for j, o in named if o == who.user]
+        for group in (own, named):
+            if len(group) == 1:
+                return group[0][0]
+            if len(group) > 1:
+                raise _ambiguous_name(ref, group)
+        return None
+
+    def _job_by_id(self, job_id: str) -> Job | None:
+        """The job whose id is ``job_id``; None when the store has none (its owners' row is
+        then stale: the store was emptied since)."""
+        try:
+            job = self.store.get_job(job_id)
+        except JobNotFoundError:
+            return None
+        return job if job.id == job_id else None  # not a job that is only named so
+
+    # --- names: each user's own ---------------------------------------------------------------
+
+    def _name_of(self, job: Job, entry: Owned | None = None) -> str | None:
+        """The job's name: the one its creator gave it here, else one the store kept."""
+        entry = entry or self.owners.entry_of(job.id)
+        return entry.name if entry is not None and entry.name is not None else job.name
+
+    def _named(self, job: Job, entry: Owned | None = None) -> Job:
+        """The job as its client sees it: with its name (which the store does not hold)."""
+        name = self._name_of(job, entry)
+        return job if name == job.name else attrs.evolve(job, name=name)
+
+    def _check_name_free(self, user: str, name: str) -> None:
+        """Refuse ``name`` when one of ``user``'s jobs has it; other users' names are not
+        looked at, so the refusal tells nothing of theirs."""
+        for job_id, _ in self.owners.named(name, user):
+            if self._job_by_id(job_id) is not None:
+                raise name_taken(name)
+            self.owners.forget(job_id)  # its job is gone from the store: the name is free
+        kept = self._store_hit(name)  # a name the store kept from before
+        if kept is not None and kept.name == name and self.owners.owner_of(kept.id) == user:
+            raise name_taken(name)
+
+    def _user_lock(self, user: str) -> threading.Lock:
+        with self._creating_lock:
+            return self._creating.setdefault(user, threading.Lock())
 
     async def _job_id(self, request: Request, name: str = "job") -> str:
         return await self._call(self._own_job, request, name)
@@ -271,6 +406,8 @@ class _Api:
         data = b"".join(chunks)
         try:
             return _decoder(kind).decode(data)
+        except RecursionError:  # msgspec's own guard of its stack, far past MAX_DEPTH
+            raise _too_deep(request) from None
         except msgspec.DecodeError as why:  # ValidationError is one too
             raise InvalidArgumentError(
                 f"the body of {request.method} {request.url.path} is not a valid "
@@ -324,24 +461,59 @@ class _Api:
                 f"{who.user}'s own token)",
                 details={"job": who.job},
             )
+        if job.name is not None and ID_SHAPED_NAME.fullmatch(job.name):
+            raise _id_shaped_name(job.name)
         return api.JobWire.of(await self._call(self._create_owned, job, who.user))
 
     def _create_owned(self, job: Job, user: str) -> Job:
-        created = self.store.create_job(job)
-        self.owners.record(created.id, user)
-        return created
+        """Create ``job`` as ``user``'s, its name unique among ``user``'s jobs only.
+
+        The name is kept in the owners' record, and the store is given the job without one.
+        Names are a matter of who owns what, and the owners' record is the server's word on
+        that, kept apart from the store on purpose (see :mod:`portal.server.owners`). The other
+        way, an ``owner`` column in the store with names unique per owner, would change the
+        ``ControlStore`` protocol that the embedded plane, PostgreSQL and the HTTP client all
+        speak, rebuild the ``jobs`` table of every existing SQLite and PostgreSQL database, and
+        leave two records of who owns a job. This way the embedded plane is untouched (one user,
+        names unique, as ever), both stores stay alike by construction, and nothing migrates
+        but the owners' record (it gains a ``name`` column). The cost: in the store a server
+        serves, its jobs have no name (a tool reading that database directly sees none); jobs
+        named before keep their name in the store, and it is read from there.
+
+        A user's creations are serialised, so two of the same name cannot both pass the check.
+        """
+        with self._user_lock(user):
+            if job.name is not None:
+                self._check_name_free(user, job.name)
+            try:
+                created = self.store.create_job(attrs.evolve(job, name=None))
+            except InvalidArgumentError:
+                # Given no name, a store refuses only a clash of ids, in the words it uses for
+                # any clash: said with the job's name, as the embedded store would say it.
+                raise name_taken(job.name) from None
+            try:
+                self.owners.record(created.id, user, job.name)
+            except NameTakenError:  # another server process on this record won the name
+                self.owners.record(created.id, user)
+                raise name_taken(job.name) from None
+        return attrs.evolve(created, name=job.name)
 
     async def list_jobs(self, request: Request) -> msgspec.Struct:
         who: Principal = request.state.principal
 
         def mine() -> list[Job]:
-            return [j for j in self.store.list_jobs() if self._mine(who, j)]
+            entries = self.owners.entries()
+            return [
+                self._named(j, entries.get(j.id))
+                for j in self.store.list_jobs()
+                if self._mine(who, j)
+            ]
 
         return api.JobList(jobs=[api.JobWire.of(j) for j in await self._call(mine)])
 
     async def get_job(self, request: Request) -> msgspec.Struct:
         job_id = await self._job_id(request, "ref")
-        return api.JobWire.of(await self._call(self.store.get_job, job_id))
+        return api.JobWire.of(await self._call(lambda: self._named(self.store.get_job(job_id))))
 
     async def set_state(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.SetStateRequest)
@@ -352,7 +524,7 @@ class _Api:
             _job_state(body.state),
             expect=expect,
         )
-        return api.JobWire.of(job)
+        return api.JobWire.of(await self._call(self._named, job))
 
     async def heard(self, request: Request) -> None:
         body = await self._body(request, api.HeardRequest)
@@ -402,6 +574,15 @@ class _Api:
 
     async def append_event(self, request: Request) -> msgspec.Struct:
         body = await self._body(request, api.NewEvent)
+        if _reserved_kind(body.kind):
+            raise InvalidArgumentError(
+                f"event kind {body.kind!r} is reserved: the {RESERVED_KIND_PREFIX!r} prefix is "
+                "the server's own (a client's event of it would pass for the server's word); "
+                "give the event a kind of your own, e.g. 'app.owner'",
+                details={"kind": body.kind},
+            )
+        if _nests_deeper(body.data, MAX_DEPTH):
+            raise _too_deep(request)
         event = Event(
             job_id=await self._job_id(request),
             at=body.at,
@@ -415,17 +596,58 @@ class _Api:
     async def events(self, request: Request) -> msgspec.Struct:
         after = self._query_number(request, "after", int, 0)
         found = await self._call(self.store.events, await self._job_id(request), after=after)
+        # One of the server's kinds in the store came from elsewhere (a client before they were
+        # refused, or a writer of the database itself): never shown as the server's word.
         return api.EventList(
             events=[
-                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e)) for s, e in found
+                api.SequencedEvent(seq=s, event=api.EventRecord.from_domain(e))
+                for s, e in found
+                if not _reserved_kind(e.kind)
             ]
         )
 
     # --- reclaims -----------------------------------------------------------------------------
 
     async def record_reclaim(self, request: Request) -> None:
+        who: Principal = request.state.principal
+        if who.job is None and not who.admin:
+            raise api.ForbiddenError(
+                f"the token of {who.user} may not record a reclaim: a reclaimed pool is left out "
+                "of every user's placements for a while, so only an admin's token (`portal "
+                "server token create USER --admin`) or a job's own token (`token create USER "
+                "--job JOB`, as the node of a job on that machine holds) records one",
+                details={"user": who.user},
+            )
         body = await self._body(request, api.ReclaimRequest)
+        if who.job is not None:
+            await self._call(self._check_own_machine, who, who.job, body.machine)
         await self._call(self.store.record_reclaim, body.pool, body.at, body.machine)
+
+    def _check_own_machine(self, who: Principal, held_to: str, machine: str) -> None:
+        """A job token records the reclaim of a machine its job ran on, and no other.
+
+        The server knows each attempt's machine but not a machine's pool (its provider, type,
+        capacity and zone are the placer's, never sent here): the pool a job's token names for
+        its own machine is taken on trust; that much a job's node is trusted with."""
+        try:
+            job: Job | None = self.store.get_job(held_to)
+        except JobNotFoundError:
+            job = None
+        if job is None or not self._mine(who, job):
+            raise api.ForbiddenError(
+                f"the token of {who.user} is held to job {held_to}, which is not among "
+                f"{who.user}'s jobs: it records no reclaim (an admin's token records any)",
+                details={"user": who.user, "job": held_to},
+            )
+        ran_on = sorted({a.machine for a in self.store.attempts(job.id)})
+        if machine not in ran_on:
+            raise api.ForbiddenError(
+                f"the token of {who.user} is held to job {job.id}, which ran on no machine "
+                f"{machine!r} (its attempts ran on {', '.join(map(repr, ran_on)) or 'none yet'}):"
+                " a job's token records the reclaim of its own machine only (an admin's token "
+                "records any)",
+                details={"user": who.user, "job": job.id, "machine": machine},
+            )
 
     async def reclaims(self, request: Request) -> msgspec.Struct:
         since = self._query_number(request, "since", float, 0.0)
@@ -457,6 +679,26 @@ class _Api:
             )
         return who
 
+    def _refused_token(self, request: Request, exc: api.UnauthorizedError) -> Response:
+        """A request without a valid token: 401, or 429 once its address has failed too often
+        (see :mod:`portal.server.failures`); logged in aggregate, not a line each."""
+        address = source_of(request.client.host if request.client else None)
+        wait = self.failures.limit.failed(address)
+        self.failures.refused(address, exc.message, limited=wait > 0)
+        if wait <= 0:
+            return _error(exc, {"WWW-Authenticate": "Bearer"})
+        limit = self.failures.limit.per_minute
+        return _error(
+            api.RateLimitedError(
+                f"the control plane refused {request.method} {request.url.path}: {address} "
+                f"sent more than {limit} requests a minute without a valid token (the server's "
+                "limit per address; `portal server --auth-failures` sets it), and this one has "
+                f"none either: ask again in {math.ceil(wait)} s, with a valid token; {_WAY_IN}",
+                details={"retry_after_s": wait, "address": address, "limit_per_minute": limit},
+            ),
+            {"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+
     def route(
         self, path: str, method: str, handler: _Handler, *, status: int = 200, open_: bool = False
     ) -> Route:
@@ -466,7 +708,7 @@ class _Api:
                 if not open_:
                     request.state.principal = who = self.principal(request)
                     user = who.user
-                    wait = self.limit.wait_s(user)
+                    wait = self.limit.take(user)
                     if wait > 0:
                         return _error(
                             api.RateLimitedError(
@@ -479,8 +721,7 @@ class _Api:
                         )
                 answer = _json(await handler(request), status)
             except api.UnauthorizedError as exc:
-                log.warning("refused %s %s: %s", request.method, request.url.path, exc.message)
-                return _error(exc, {"WWW-Authenticate": "Bearer"})
+                return self._refused_token(request, exc)
             except PortalError as exc:
                 answer = _error(exc)
             except Exception as exc:
@@ -527,6 +768,32 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     )
 
 
+def _tallied(
+    failures: FailureLog,
+) -> Callable[[Starlette], contextlib.AbstractAsyncContextManager[None]]:
+    """The app's lifespan: bad-token refusals are counted, and their counts logged each period
+    and once more when the server stops (what the last period saw is not lost)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def every_period() -> None:
+            while True:
+                await asyncio.sleep(failures.period_s)
+                failures.flush()
+                failures.limit.prune()
+
+        task = asyncio.create_task(every_period())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            failures.flush()
+
+    return lifespan
+
+
 def build_app(
     store: ControlStore,
     tokens: TokenFile,
@@ -535,13 +802,19 @@ def build_app(
     rate_per_s: float = RATE_PER_S,
     burst: int | None = None,
     owners: Owners | None = None,
+    auth_failures_per_min: int = AUTH_FAILURES_PER_MIN,
+    failure_log_period_s: float = 60.0,
 ) -> Starlette:
     """The API over ``store``, open to the holders of ``tokens``, each user held to
     ``rate_per_s`` requests a second (bursts of ``burst``, default ten times that; 0: no
-    limit)."""
+    limit), each address to ``auth_failures_per_min`` requests without a valid token a minute
+    (0: no limit), whose refusals are logged in aggregate each ``failure_log_period_s``."""
     bucket = burst if burst is not None else max(1, math.ceil(rate_per_s * 10))
     owned = owners or Owners(tokens.path.with_name(OWNERS_NAME))
-    a = _Api(store, tokens, store_kind, _RateLimit(rate_per_s, bucket), owned)
+    failures = FailureLog(
+        log, limit=FailureLimit(auth_failures_per_min), period_s=failure_log_period_s
+    )
+    a = _Api(store, tokens, store_kind, TokenBuckets(rate_per_s, bucket), owned, failures)
     v = api.PREFIX
     job = f"{v}/jobs/{{job:path}}"
     routes = [
@@ -562,4 +835,8 @@ def build_app(
         a.route(f"{v}/reclaims", "GET", a.reclaims),
         a.route(f"{v}/reclaims", "POST", a.record_reclaim),
     ]
-    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_found})
+    return Starlette(
+        routes=routes,
+        exception_handlers={404: _not_found, 405: _not_found},
+        lifespan=_tallied(failures),
+    )

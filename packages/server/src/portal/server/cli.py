@@ -3,8 +3,10 @@
 ::
 
     portal server [--db sqlite|PATH|postgresql://...] [--host 127.0.0.1] [--port 8471]
-                  [--tokens FILE] [--tls-cert FILE --tls-key FILE]
-    portal server token create USER [--tokens FILE]   # prints the new token, once
+                  [--tokens FILE] [--tls-cert FILE --tls-key FILE] [--rate-limit N]
+                  [--auth-failures N]
+    portal server token create USER [--admin | --job JOB [--db DB]] [--expires 30d]
+                               [--tokens FILE]    # prints the new token, once
     portal server token list [--tokens FILE]
     portal server token revoke USER [--tokens FILE]
 
@@ -26,9 +28,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from portal.control.select import open_database_store
+from portal.control.store import JobNotFoundError
+from portal.core.domain import Job
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.settings import Settings, parse_duration
-from portal.server.tokens import TokenFile
+from portal.server.owners import OWNERS_NAME, recorded_named, recorded_owner
+from portal.server.tokens import TokenFile, check_token_request
 
 __all__ = ["DEFAULT_PORT", "TOKENS_NAME", "main"]
 
@@ -91,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
         help="requests a second each user may send on average (bursts of ten times that); "
         "0 for no limit (default 100). e.g. --rate-limit 20",
     )
+    parser.add_argument(
+        "--auth-failures",
+        type=_count,
+        metavar="N",
+        help="requests without a valid token each client address may send a minute (bursts of "
+        "N), answered 429 past that; 0 for no limit (default 20). e.g. --auth-failures 5",
+    )
     sub = parser.add_subparsers(dest="action", metavar="token")
     token = sub.add_parser("token", help="create, list or revoke users' tokens")
     verbs = token.add_subparsers(dest="verb", required=True, metavar="VERB")
@@ -123,6 +135,13 @@ def _parser() -> argparse.ArgumentParser:
                 "and writes that job only, and creates none. e.g. --job j-3f2a9c1b7e",
             )
             one.add_argument(
+                "--db",
+                dest="token_db",
+                metavar="DB",
+                help="the store the server serves, where --job's job and its owner are looked "
+                "up (default: as `portal server`'s --db). e.g. --db postgresql://portal@db/portal",
+            )
+            one.add_argument(
                 "--expires",
                 metavar="DURATION",
                 help="refused this long after now: 12h, 30d, 1d12h, or seconds (default: "
@@ -138,7 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = getattr(options, "token_file", None) or options.tokens
         tokens = TokenFile(Path(path) if path else settings.home / TOKENS_NAME)
         if options.action == "token":
-            return _token(options, tokens)
+            db = getattr(options, "token_db", None) or options.db or settings.control_db
+            return _token(options, tokens, db, settings)
         return serve(
             options.db or settings.control_db,
             settings,
@@ -148,6 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             announce=note,
             tls=_tls(options.tls_cert, options.tls_key),
             rate_per_s=options.rate_limit,
+            auth_failures_per_min=options.auth_failures,
         )
     except InvalidArgumentError as exc:
         note(f"{exc} [{exc.code}]")
@@ -159,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
+def _token(options: argparse.Namespace, tokens: TokenFile, db: str, settings: Settings) -> int:
     if options.verb == "create":
         lifetime = None
         if options.expires is not None:
@@ -171,6 +192,9 @@ def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
                     details={"expires": options.expires},
                 ) from None
         role = "admin" if options.admin else "user"
+        check_token_request(options.user, role=role, expires_in_s=lifetime, job=options.job)
+        if options.job is not None:
+            _check_job_is_users(options.job, options.user, db, settings, tokens)
         token, replaced = tokens.create(
             options.user, role=role, expires_in_s=lifetime, job=options.job
         )
@@ -208,12 +232,95 @@ def _token(options: argparse.Namespace, tokens: TokenFile) -> int:
     return 0
 
 
+def _check_job_is_users(
+    job: str, user: str, db: str, settings: Settings, tokens: TokenFile
+) -> None:
+    """Refuse a token for ``job`` unless ``user`` created it: the server would answer such a
+    token "no job" on every route, so it is refused now, where the way out can be said. A job
+    that does not exist yet is refused too (the job's id is known only once it is created, and
+    a token made ahead could never be checked)."""
+    where = _store_name(db, settings)
+    found = _find_job(job, db, settings)
+    named = recorded_named(tokens.path.with_name(OWNERS_NAME), job, user)
+    if (found is None or found.id != job) and named:  # a name of the user's own (the server's)
+        raise InvalidArgumentError(
+            f"--job {job}: {job!r} is the name of job {named[0]} of {user}'s, and a job token is "
+            f"held to a job's id: give --job {named[0]}",
+            details={"job": job, "id": named[0]},
+        )
+    if found is None:
+        raise InvalidArgumentError(
+            f"--job {job}: no job {job!r} in the control plane at {where}: a job token is made "
+            f"for a job that exists; create the job first (with {user}'s own token), then its "
+            "token (or give --db the store the server serves)",
+            details={"job": job, "store": where},
+        )
+    if found.id != job:
+        raise InvalidArgumentError(
+            f"--job {job}: {job!r} is the name of job {found.id}, and a job token is held to a "
+            f"job's id: give --job {found.id}",
+            details={"job": job, "id": found.id},
+        )
+    owner = recorded_owner(tokens.path.with_name(OWNERS_NAME), found.id)
+    if owner is None:
+        raise InvalidArgumentError(
+            f"--job {job}: job {job} has no recorded owner (it was created before the server "
+            "recorded owners, or not through the server), so it is an admin's: no user's job "
+            "token can use it; an admin's token (`portal server token create USER --admin`) "
+            "sees it",
+            details={"job": job},
+        )
+    if owner != user:
+        raise InvalidArgumentError(
+            f"--job {job}: job {job} is {owner}'s, not {user}'s: a job token reads and writes "
+            f"a job of its own user's only (the server would answer it 'no job' everywhere); "
+            f"make it for the job's owner: `portal server token create {owner} --job {job}`",
+            details={"job": job, "owner": owner, "user": user},
+        )
+
+
+def _find_job(ref: str, db: str, settings: Settings) -> Job | None:
+    """The job ``ref`` names in the store ``db``, or None; a SQLite store that does not exist
+    yet holds none, and looking does not make one."""
+    if not _postgres(db):
+        path = settings.home / "portal.db" if db == "sqlite" else Path(db)
+        if not path.exists():
+            return None
+    store = open_database_store(db, settings)
+    try:
+        return store.get_job(ref)
+    except JobNotFoundError:
+        return None
+    finally:
+        store.close()
+
+
+def _postgres(db: str) -> bool:
+    return db.startswith(("postgresql://", "postgres://"))
+
+
+def _store_name(db: str, settings: Settings) -> str:
+    """The store ``db`` names, as a person reads it (a URL without its password)."""
+    if _postgres(db):
+        from portal.control.postgres import redact_url
+
+        return redact_url(db)
+    return str(settings.home / "portal.db" if db == "sqlite" else db)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with a usage error's exit status Portal's (64, as every usage error)."""
 
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"portal server: {message} [INVALID_ARGUMENT]\n")
+
+
+def _count(text: str) -> int:
+    value = int(text) if text.isdigit() else -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of requests (0 or more), not {text!r}")
+    return value
 
 
 def _rate(text: str) -> float:
@@ -263,13 +370,14 @@ def serve(
     announce: Callable[[str], Any] = print,
     tls: tuple[str, str] | None = None,
     rate_per_s: float | None = None,
+    auth_failures_per_min: int | None = None,
 ) -> int:
     """Serve the API over the store ``db`` names on ``host:port`` (0: any free port) until
     interrupted (Ctrl-C or SIGTERM)."""
     import uvicorn
 
-    from portal.control.postgres import redact_url
     from portal.server.app import RATE_PER_S, build_app
+    from portal.server.failures import AUTH_FAILURES_PER_MIN
 
     if not tokens.entries():
         raise InvalidArgumentError(
@@ -280,10 +388,8 @@ def serve(
     listener = _listen(host, port)
     settings.home.mkdir(parents=True, exist_ok=True, mode=0o700)
     store = open_database_store(db, settings)
-    postgres = db.startswith(("postgresql://", "postgres://"))
-    where = (
-        redact_url(db) if postgres else str(settings.home / "portal.db" if db == "sqlite" else db)
-    )
+    postgres = _postgres(db)
+    where = _store_name(db, settings)
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -295,10 +401,13 @@ def serve(
             tokens,
             store_kind="postgresql" if postgres else "sqlite",
             rate_per_s=RATE_PER_S if rate_per_s is None else rate_per_s,
+            auth_failures_per_min=(
+                AUTH_FAILURES_PER_MIN if auth_failures_per_min is None else auth_failures_per_min
+            ),
         ),
         log_level="warning",
         access_log=False,
-        lifespan="off",
+        lifespan="on",  # the app's: it logs bad-token refusals in aggregate, and at the end
         timeout_keep_alive=60,
         ssl_certfile=tls[0] if tls else None,
         ssl_keyfile=tls[1] if tls else None,

@@ -3,6 +3,10 @@
 :func:`running_server` makes a token, starts ``python -m portal.cli server`` on a free port of
 127.0.0.1 over the store ``db`` names, waits for its announcement, yields its address and token,
 and stops it (SIGTERM, then SIGKILL) when the block ends. Its log is ``server.log`` in ``home``.
+
+The token is an admin's unless asked otherwise: a suite written against a store (which has no
+roles: every caller may do everything) runs through the service unchanged, reclaims included,
+which a plain user's token may not record.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ def running_server(
     *,
     home: Path,
     user: str = "tester",
+    role: str = "admin",
     port: int = 0,
     env: Mapping[str, str] | None = None,
     timeout: float = 60.0,
@@ -59,10 +64,11 @@ def running_server(
 ) -> Iterator[ServerProcess]:
     """A ``portal server`` over ``db`` (``sqlite``, a SQLite path or a postgresql:// URL) with
     ``home`` as its PORTAL_HOME, on ``port`` (0: a free one), running for the block. ``user``
-    gets a new token (replacing any earlier one of theirs); ``args``: more of the server's
-    options (``--tls-cert``, say)."""
+    gets a new token of ``role`` (``admin``: every job, and reclaims; ``user``: its own jobs),
+    replacing any earlier one of theirs; ``args``: more of the server's options
+    (``--tls-cert``, say)."""
     home.mkdir(parents=True, exist_ok=True)
-    token, _ = TokenFile(home / TOKENS_NAME).create(user)
+    token, _ = TokenFile(home / TOKENS_NAME).create(user, role=role)
     log = home / "server.log"
     child_env = {**os.environ, **(env or {}), "PORTAL_HOME": str(home)}
     for name in ("PORTAL_CONTROL_PLANE", "PORTAL_TOKEN"):  # the server is the control plane

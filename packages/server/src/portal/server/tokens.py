@@ -11,6 +11,8 @@ A token has a role: ``user`` (the default) sees and changes only the jobs it cre
 server refuses it, saying so. A token may also be held to one job (``--job JOB``: what a node on
 another machine needs, and nothing more): it reads and writes that job of its user's only, and
 creates none. A user's job tokens live beside their own token; each (user, job) has one.
+``portal server token create USER --job JOB`` makes one only for a job USER created (see
+:mod:`portal.server.cli`): a token for another's job, or for none, could do nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ import msgspec
 from portal.core.domain import is_job_id
 from portal.core.errors import InvalidArgumentError
 
-__all__ = ["ROLES", "TOKEN_PREFIX", "Principal", "TokenEntry", "TokenFile", "token_hash"]
+__all__ = [
+    "ROLES",
+    "TOKEN_PREFIX",
+    "Principal",
+    "TokenEntry",
+    "TokenFile",
+    "check_token_request",
+    "token_hash",
+]
 
 TOKEN_PREFIX = "ptk_"
 _USER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,62}$")
@@ -156,22 +166,7 @@ class TokenFile:
         """A new token for ``user`` (returned once, never stored) and whether it replaced one.
         ``role``: ``user`` or ``admin``; ``expires_in_s``: refused that long after now; ``job``:
         held to that one job of the user's (it replaces only that job's earlier token)."""
-        _check_user(user)
-        if job is not None and (not is_job_id(job) or role != "user"):
-            raise InvalidArgumentError(
-                f"--job {job!r}: a job token is a user's, for one job id (j-...)"
-                + (" and cannot be an admin's" if role != "user" else ""),
-                details={"job": job},
-            )
-        if role not in ROLES:
-            raise InvalidArgumentError(
-                f"role {role!r} is not one of {', '.join(ROLES)}", details={"role": role}
-            )
-        if expires_in_s is not None and not 0 < expires_in_s < float("inf"):
-            raise InvalidArgumentError(
-                f"a token's lifetime must be above 0 s, not {expires_in_s!r}",
-                details={"expires_in_s": expires_in_s},
-            )
+        check_token_request(user, role=role, expires_in_s=expires_in_s, job=job)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         created = time.time() if now is None else now
         entry = TokenEntry(
@@ -216,6 +211,29 @@ class TokenFile:
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(fresh, self.path)
+
+
+def check_token_request(
+    user: str, *, role: str = "user", expires_in_s: float | None = None, job: str | None = None
+) -> None:
+    """Refuse a token :meth:`TokenFile.create` would not make, before anything is looked up
+    for it (the CLI checks the job's owner only for a request that is otherwise sound)."""
+    _check_user(user)
+    if job is not None and (not is_job_id(job) or role != "user"):
+        raise InvalidArgumentError(
+            f"--job {job!r}: a job token is a user's, for one job id (j-...)"
+            + (" and cannot be an admin's" if role != "user" else ""),
+            details={"job": job},
+        )
+    if role not in ROLES:
+        raise InvalidArgumentError(
+            f"role {role!r} is not one of {', '.join(ROLES)}", details={"role": role}
+        )
+    if expires_in_s is not None and not 0 < expires_in_s < float("inf"):
+        raise InvalidArgumentError(
+            f"a token's lifetime must be above 0 s, not {expires_in_s!r}",
+            details={"expires_in_s": expires_in_s},
+        )
 
 
 def _check_user(user: str) -> None:

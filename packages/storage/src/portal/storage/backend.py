@@ -31,7 +31,7 @@ from typing import Any
 from portal.core.errors import PluginError
 from portal.core.plugins import Plugins, call_factory
 from portal.core.specs import StorageBackend, StorageBackendSpec
-from portal.storage.errors import InvalidStorageUrlError, MissingExtraError
+from portal.storage.errors import InvalidStorageUrlError, MissingExtraError, StorageError
 
 __all__ = [
     "SCHEMES",
@@ -128,7 +128,13 @@ class LocalBackend:
                 os.close(fd)
 
     def _write(
-        self, key: str, data: bytes | bytearray | memoryview, *, sync: bool, kick: bool = False
+        self,
+        key: str,
+        data: bytes | bytearray | memoryview,
+        *,
+        sync: bool,
+        kick: bool = False,
+        exclusive: bool = False,
     ) -> Path:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,11 +155,18 @@ class LocalBackend:
             raise
         os.close(fd)
         try:
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+            if exclusive:
+                os.link(tmp, path)  # FileExistsError where an object is: nothing replaced
+            else:
+                os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # gone already after a replace
         return path
+
+    def write_new(self, key: str, data: bytes) -> None:
+        """Write ``key`` only if no object has that key (:class:`FileExistsError` otherwise),
+        whole and at once: written aside, then linked into place (a link never replaces)."""
+        self._write(key, data, sync=self.fsync, exclusive=True)
 
     def read_bytes(self, key: str) -> bytes:
         path = self._path(key)
@@ -199,6 +212,13 @@ class LocalBackend:
         return f"LocalBackend({self.url!r})"
 
 
+def _precondition_failed(exc: BaseException) -> bool:
+    """Whether an object store refused a conditional write because the object exists (HTTP
+    412), as some fsspec versions raise it rather than :class:`FileExistsError`."""
+    text = f"{exc} {getattr(exc, 'args', '')}"
+    return "412" in text or "PreconditionFailed" in text or "ConditionNotMet" in text
+
+
 class FsspecBackend:
     """Any fsspec filesystem whose single-object writes are atomic (object stores, memory)."""
 
@@ -231,6 +251,29 @@ class FsspecBackend:
     def write_bytes(self, key: str, data: bytes) -> None:
         # Some clients (azure-storage-blob) accept only real bytes, not any buffer.
         self.fs.pipe_file(self._path(key), data if isinstance(data, bytes) else bytes(data))
+
+    def write_new(self, key: str, data: bytes) -> None:
+        """Write ``key`` only if no object has that key (:class:`FileExistsError` otherwise):
+        fsspec's exclusive mode, a conditional write on the object stores (S3's
+        ``If-None-Match: *``, GCS's ``ifGenerationMatch=0``, Azure's ``If-None-Match``)."""
+        path = self._path(key)
+        try:
+            with self.fs.open(path, "xb") as out:
+                out.write(data)
+        except FileExistsError:
+            raise
+        except (ValueError, NotImplementedError, TypeError) as exc:
+            raise StorageError(
+                f"the store {self.url} cannot write an object only if it is absent "
+                f"({type(exc).__name__}: {exc}), which a volume's commit needs so that no commit "
+                "replaces another's: upgrade its fsspec library (s3fs, gcsfs and adlfs support "
+                "it), or keep volumes in a store that does",
+                details={"url": self.url},
+            ) from exc
+        except OSError as exc:
+            if _precondition_failed(exc):
+                raise FileExistsError(f"{key} exists in {self.url}") from exc
+            raise
 
     def read_bytes(self, key: str) -> bytes:
         data: bytes = self.fs.cat_file(self._path(key))

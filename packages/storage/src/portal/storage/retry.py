@@ -98,8 +98,8 @@ class RetryPolicy:
             try:
                 return fn()
             except Exception as exc:
-                if isinstance(exc, FileNotFoundError | PortalError):
-                    raise
+                if isinstance(exc, FileNotFoundError | FileExistsError | PortalError):
+                    raise  # an answer, not a failure (FileExistsError: a conditional write lost)
                 if not is_transient(exc):
                     raise StorageUnavailableError(
                         f"could not {what} in {url}: {type(exc).__name__}: {exc}. This is not a "

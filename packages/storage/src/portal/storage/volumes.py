@@ -7,12 +7,22 @@ newer one.
 
 Stored in the same store as checkpoints, through the same backends and retries::
 
-    ROOT/volumes/NAME/volume      marker (created_at)
-    ROOT/volumes/NAME/manifest    the committed version: path -> size, sha256 (written last)
-    ROOT/volumes/NAME/blobs/SHA   file contents, by content (unchanged files are not re-sent)
+    ROOT/volumes/NAME/volume              marker (created_at)
+    ROOT/volumes/NAME/versions/0000000007 each committed version: path -> size, sha256
+    ROOT/volumes/NAME/manifest            the latest version again (for a reader of an older
+                                          Portal; a volume it made has only this)
+    ROOT/volumes/NAME/blobs/SHA           file contents, by content (unchanged files not re-sent)
 
-A commit is atomic: the manifest is replaced in one write after every blob is stored, so a reader
-sees the old version or the new one. Concurrent commits from two machines: the last one wins.
+A commit is atomic and compare-and-set: version N+1 is written only if no commit wrote it first
+(an exclusive create: a conditional write on the object stores), after every blob is stored, so
+a reader sees the old version or the new one, and no commit replaces another's. A commit that
+finds a newer version than the one its mount started from (another mount committed meanwhile)
+**merges**: the files this mount added, changed or deleted since are applied to the newer
+version, and every other file is kept as the other commit left it; the mount then receives the
+other's files. A file both changed: this commit's (the last writer's) is kept, and the commit
+says so (``Volume.conflicts``, and a warning naming the files). A file this mount deleted that
+the other changed is kept (a deletion never discards another's new content). Version keys are
+never deleted: a commit that read an old version must find its successor taken.
 Volumes hold the user's files as they are (not encrypted by Portal, like a bucket: use the
 bucket's encryption); their contents are checked against SHA-256 on download.
 
@@ -34,7 +44,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
+import random
 import shutil
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +69,8 @@ from portal.storage.errors import (
 from portal.storage.layout import check_id
 from portal.storage.retry import RetryPolicy
 
+log = logging.getLogger("portal.storage.volumes")
+
 __all__ = ["TEMP_MARK", "Volume", "VolumeFile", "VolumeManifest", "key_id"]
 
 #: A file whose name contains this is a write in progress: a commit leaves it out. Writers that
@@ -65,6 +79,11 @@ TEMP_MARK = ".portal-volume-tmp-"
 _TMP = TEMP_MARK
 #: A restored file's mode keeps these bits only: never setuid, setgid or sticky from a manifest.
 _PERMISSIONS = 0o777
+#: How many times a commit that lost the race for the next version merges and tries again.
+_COMMIT_TRIES = 60
+#: The longest a commit that lost the race waits before it tries again (a random wait, doubling
+#: from 0.1 s: four mounts committing at once on a slow store took 20 tries without one).
+_COMMIT_BACKOFF_MAX_S = 2.0
 
 
 class VolumeFile(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -135,6 +154,10 @@ class Volume:
         self.parallelism = parallelism
         self.mount_path: Path | None = None
         self.version: int | None = None  # committed version the mount matches
+        #: The files of that version: what this mount's changes are counted from at a commit.
+        self._base: dict[str, VolumeFile] = {}
+        #: The files the last commit found changed by another commit too (its own were kept).
+        self.conflicts: list[str] = []
         # (size, mtime_ns) -> sha256 of files as last synced, to skip hashing unchanged files
         self._seen: dict[str, tuple[int, int, str]] = {}
 
@@ -220,8 +243,19 @@ class Volume:
             return None
         return data
 
+    def _latest_bytes(self) -> bytes | None:
+        """The latest committed version as stored: the highest of ``versions/``, or (a volume
+        an older Portal committed) its ``manifest``; None when nothing was committed."""
+        prefix = self._key("versions/")
+        keys = self._call(lambda: self.backend.list(prefix), f"list {prefix}")
+        if not keys:
+            return self._manifest_bytes()
+        latest = max(keys)
+        data: bytes = self._call(lambda: self.backend.read_bytes(latest), f"read {latest}")
+        return data
+
     def _remote(self) -> VolumeManifest:
-        return self._verified(self._manifest_bytes())
+        return self._verified(self._latest_bytes())
 
     def _verified(self, data: bytes | None) -> VolumeManifest:
         """The committed manifest ``data``, verified with the volume's key; an empty one when
@@ -293,26 +327,87 @@ class Volume:
     # --- commit / reload --------------------------------------------------------------------------
 
     def commit(self) -> int:
-        """Upload changed files and publish them as the volume's new version; returns it."""
+        """Upload changed files and publish them as the volume's new version; returns it.
+
+        Compare-and-set (see the module): a commit that finds another's version newer than its
+        mount's merges this mount's changes into it, and the mount receives the other's files."""
         local = self._local_files()
-        committed = self._manifest_bytes()  # read once: is this the first commit, and what
-        mac_key = self._mac_key(create=committed is None)  # a first commit makes the key
-        try:
-            remote = self._verified(committed)
-        except VolumeCorruptError:
-            # A manifest that does not verify is replaced whole: nothing it lists is trusted
-            # (every file is sent again), which is the way out its error gives.
-            remote = VolumeManifest(name=self.name, version=self.version or 0)
-        stored = {f.sha256 for f in remote.files.values()}
-        files: dict[str, VolumeFile] = {}
-        uploads: dict[str, Path] = {}
-        for rel, path in sorted(local.items()):
-            sha = self._local_sha(rel, path)
-            files[rel] = VolumeFile(
-                size=path.stat().st_size, sha256=sha, mode=path.stat().st_mode & 0o777
+        files = {
+            rel: VolumeFile(
+                size=path.stat().st_size,
+                sha256=self._local_sha(rel, path),
+                mode=path.stat().st_mode & 0o777,
             )
-            if sha not in stored:
-                uploads.setdefault(sha, path)
+            for rel, path in sorted(local.items())
+        }
+        sent: set[str] = set()  # blobs stored by an earlier try of this commit
+        for attempt in range(_COMMIT_TRIES):
+            if attempt:  # lost the race: let the winners through, at a random moment
+                self.clock.sleep(random.uniform(0.0, min(_COMMIT_BACKOFF_MAX_S, 0.05 * 2**attempt)))
+            committed = self._latest_bytes()  # read once: is this the first commit, and what
+            mac_key = self._mac_key(create=committed is None)  # a first commit makes the key
+            try:
+                remote = self._verified(committed)
+            except VolumeCorruptError:
+                # A manifest that does not verify is replaced whole: nothing it lists is
+                # trusted (every file is sent again), which is the way out its error gives.
+                remote = VolumeManifest(name=self.name, version=self.version or 0)
+                self._base = {}
+            merged, conflicts = self._merge(remote, files)
+            sent |= self._upload(local, files, sent | {f.sha256 for f in remote.files.values()})
+            version = remote.version + 1
+            if self._publish(version, merged, mac_key):
+                break
+        else:
+            raise StorageError(
+                f"volume {self.name!r} could not be committed: {_COMMIT_TRIES} other commits "
+                "won the race for the next version meanwhile. Commit again",
+                details={"volume": self.name},
+            )
+        self.conflicts = conflicts
+        if conflicts:
+            log.warning(
+                "volume %r, version %d: %s changed by another commit too; this commit's kept "
+                "(the last writer's)",
+                self.name,
+                version,
+                ", ".join(conflicts),
+            )
+        theirs = {rel: e for rel, e in merged.items() if files.get(rel) != e}
+        self._fetch(self._mounted(), theirs, version)  # the other commits' files, here too
+        self.version, self._base = version, merged
+        return version
+
+    def _merge(
+        self, remote: VolumeManifest, files: dict[str, VolumeFile]
+    ) -> tuple[dict[str, VolumeFile], list[str]]:
+        """The files of the next version: ``remote``'s, with what this mount changed since its
+        base (added, changed, deleted) applied; and the files both changed (this one's kept)."""
+        if remote.version == (self.version or 0):
+            return dict(files), []  # nobody committed meanwhile: the mount is the version
+        base = self._base
+        merged = dict(remote.files)
+        conflicts: list[str] = []
+        for rel, entry in files.items():
+            if base.get(rel) == entry:
+                continue  # untouched here: the newer version's stands
+            theirs = remote.files.get(rel)
+            if theirs is not None and theirs != base.get(rel) and theirs != entry:
+                conflicts.append(rel)
+            merged[rel] = entry
+        for rel, entry in base.items():
+            if rel not in files and remote.files.get(rel) == entry:
+                merged.pop(rel, None)  # deleted here, unchanged there
+        return merged, sorted(conflicts)
+
+    def _upload(
+        self, local: dict[str, Path], files: dict[str, VolumeFile], stored: set[str]
+    ) -> set[str]:
+        """Store the blobs of this mount's files that the store lacks; their hashes."""
+        uploads: dict[str, Path] = {}
+        for rel, entry in files.items():
+            if entry.sha256 not in stored:
+                uploads.setdefault(entry.sha256, local[rel])
 
         def upload(item: tuple[str, Path]) -> None:
             sha, path = item
@@ -328,7 +423,12 @@ class Volume:
 
         with ThreadPoolExecutor(self.parallelism) as pool:
             list(pool.map(upload, uploads.items()))
-        version = remote.version + 1
+        return set(uploads)
+
+    def _publish(self, version: int, files: dict[str, VolumeFile], mac_key: bytes) -> bool:
+        """Write ``version`` if no commit wrote it first (False: one did); then the plain
+        ``manifest`` for older readers (a later version's writer may overwrite it first: a
+        reader of this Portal takes the highest version, never it)."""
         manifest = VolumeManifest(
             name=self.name, version=version, committed_at=self.clock.now(), files=files
         )
@@ -336,18 +436,55 @@ class Volume:
         signed = msgspec.json.encode(
             _Signed(manifest=msgspec.Raw(body), mac=_mac(mac_key, self.name, body))
         )
-        key = self._key("manifest")
-        self._call(lambda: self.backend.write_bytes(key, signed), f"write {key}")
-        self.version = version
-        return version
+        key = self._key(f"versions/{version:010d}")
+        write_new = getattr(self.backend, "write_new", None)  # optional for a plugin's backend
+        if write_new is None:
+            raise StorageError(
+                f"the store {self.url} ({type(self.backend).__name__}) cannot write an object "
+                "only where none is, which a volume's commit needs so that no commit replaces "
+                "another's: give its backend a write_new(key, data) raising FileExistsError "
+                "(see portal.storage.backend), or keep volumes in a store that has one",
+                details={"volume": self.name, "url": self.url},
+            )
+        try:
+            self._call(lambda: write_new(key, signed), f"write {key}")
+        except FileExistsError:
+            return False
+        plain = self._key("manifest")
+        self._call(lambda: self.backend.write_bytes(plain, signed), f"write {plain}")
+        return True
 
     def reload(self) -> int:
         """Make the mount match the latest committed version (uncommitted changes are replaced)."""
         root = self._mounted()
         remote = self._remote()
-        for rel in remote.files:
-            self._check_path(root, rel, remote.version)
         local = self._local_files()
+        wanted = {
+            rel: entry
+            for rel, entry in remote.files.items()
+            if rel not in local or self._local_sha(rel, local[rel]) != entry.sha256
+        }
+        self._fetch(root, wanted, remote.version, checked=remote.files)
+        for rel, path in local.items():
+            if rel not in remote.files:
+                path.unlink(missing_ok=True)
+                self._seen.pop(rel, None)
+        self.version, self._base = remote.version, dict(remote.files)
+        return remote.version
+
+    def _fetch(
+        self,
+        root: Path,
+        entries: Mapping[str, VolumeFile],
+        version: int,
+        *,
+        checked: Mapping[str, VolumeFile] | None = None,
+    ) -> None:
+        """Write ``entries`` of ``version`` into the mount, each checked against its hash;
+        every path of ``checked`` (default: ``entries``) is checked first, and one bad path
+        refuses them all with nothing written."""
+        for rel in checked if checked is not None else entries:
+            self._check_path(root, rel, version)
 
         def fetch(item: tuple[str, VolumeFile]) -> None:
             rel, entry = item
@@ -355,7 +492,7 @@ class Volume:
             data = self._call(lambda: self.backend.read_bytes(key), f"read {key}")
             if hashlib.sha256(data).hexdigest() != entry.sha256:
                 raise VolumeCorruptError(
-                    f"file {rel} of volume {self.name!r} (version {remote.version}) does not match "
+                    f"file {rel} of volume {self.name!r} (version {version}) does not match "
                     f"its recorded hash in {self.url}: the stored copy is damaged. Commit the file "
                     "again from a machine that has it",
                     details={"volume": self.name, "path": rel},
@@ -369,19 +506,8 @@ class Volume:
             info = dest.stat()
             self._seen[rel] = (info.st_size, info.st_mtime_ns, entry.sha256)
 
-        wanted = [
-            (rel, entry)
-            for rel, entry in remote.files.items()
-            if rel not in local or self._local_sha(rel, local[rel]) != entry.sha256
-        ]
         with ThreadPoolExecutor(self.parallelism) as pool:
-            list(pool.map(fetch, wanted))
-        for rel, path in local.items():
-            if rel not in remote.files:
-                path.unlink(missing_ok=True)
-                self._seen.pop(rel, None)
-        self.version = remote.version
-        return remote.version
+            list(pool.map(fetch, entries.items()))
 
     def _check_path(self, root: Path, rel: str, version: int) -> None:
         """Refuse a manifest path that would land outside the mount (see the module docstring)."""

@@ -183,6 +183,18 @@ class StorageBackendContract(_Contract):
         backend.delete("d")
         assert not backend.exists("d")
 
+    def test_write_new_writes_only_where_nothing_is(self, backend: StorageBackend) -> None:
+        """The optional conditional write volumes' commits rest on: a second ``write_new`` of
+        a key raises :class:`FileExistsError` and leaves the first object as it was."""
+        write_new = getattr(backend, "write_new", None)
+        if write_new is None:
+            pytest.skip("this backend has no write_new: volumes cannot be committed to it")
+        write_new("volumes/v/versions/0000000001", b"first")
+        with pytest.raises(FileExistsError):
+            write_new("volumes/v/versions/0000000001", b"second")
+        assert backend.read_bytes("volumes/v/versions/0000000001") == b"first"
+        assert backend.list("volumes/v/") == ["volumes/v/versions/0000000001"]
+
 
 def _sample_offers() -> list[Offer]:
     small = MachineType(provider="test", name="small", vcpus=2, memory_gib=8)

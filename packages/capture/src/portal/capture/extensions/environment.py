@@ -8,7 +8,10 @@ different ``PATH``, a node-set variable):
   (across every resume of the run) with its value now (``None``: deleted). At resume those
   values are applied over the new machine's environment: the program's changes win; a variable
   the program never touched keeps the new machine's value, even when it differs from the old
-  machine's.
+  machine's. Variables a library sets to find a resource of this process (``WANDB_SERVICE``:
+  the address of the wandb service this process started, :data:`PROCESS_BOUND_VARIABLES`) are
+  not carried: the resumed process makes its own, and the old address led its ``run.log()`` to
+  a service that was gone.
 * ``sys.path``: the entries the program added, in their place relative to the interpreter's own
   entries, which are the new machine's; entries of the interpreter's that the program removed
   stay removed.
@@ -23,7 +26,10 @@ import sys
 
 from portal.core.specs import CaptureExtensionSpec
 
-__all__ = ["EnvironState", "SysPathState", "specs"]
+__all__ = ["PROCESS_BOUND_VARIABLES", "EnvironState", "SysPathState", "specs"]
+
+#: Variables a library sets to reach a resource of this very process, which does not travel.
+PROCESS_BOUND_VARIABLES = frozenset({"WANDB_SERVICE"})
 
 
 class EnvironState:
@@ -40,7 +46,7 @@ class EnvironState:
         names = set(self.carried)
         names.update(k for k, v in current.items() if self.baseline.get(k) != v)
         names.update(k for k in self.baseline if k not in current)
-        return {k: current.get(k) for k in sorted(names)}
+        return {k: current.get(k) for k in sorted(names - PROCESS_BOUND_VARIABLES)}
 
     def restore(self, changes: dict[str, str | None]) -> None:
         for name, value in changes.items():

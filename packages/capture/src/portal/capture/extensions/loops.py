@@ -11,7 +11,12 @@ number of batches yielded. On resume the sampler is run again under the noted st
 only: no sample is loaded) and the skipped batches are dropped; the new iterator (and its
 workers, seeded with the same base seed) continues with the next batch of the same order. The
 generators are put back as the checkpoint left them afterwards, so the replay has no effect on
-the program. Map-style datasets only: an IterableDataset's position is inside its own iterator.
+the program. An IterableDataset's position is inside its own iterator: read in this process
+(``num_workers=0``, the shape of llama2.c's and most pre-training loaders) that iterator is an
+object of the program's, a generator of the dataset's ``__iter__`` as a rule, and the DataLoader's
+iterator travels as it is with it (:mod:`portal.capture.rawstate`: torch's iterator refuses
+pickling). Read by worker processes it is refused, named, with the way out: each worker holds its
+own position in a process that does not travel.
 
 The iterator's ``__init__`` stays torch's own: a warning it gives (``pin_memory`` on a machine
 with no accelerator) names the line of torch's that made the iterator, as in a plain run, not a
@@ -38,6 +43,7 @@ from typing import Any
 
 from portal.capture import frames
 from portal.capture.extensions._imports import when_imported
+from portal.capture.rawstate import raw_reduce
 from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
 __all__ = ["BarIterator", "Epoch", "install", "serializer_specs", "specs"]
@@ -152,10 +158,16 @@ def reduce_loader_iterator(it: Any) -> Any:
             "armed, so the epoch's order is unknown. Run the script with `portal run`"
         )
     if it._dataset_kind != module._DatasetKind.Map:
+        if it._num_workers == 0:
+            # The position is the dataset's own iterator (a generator of its ``__iter__``, say),
+            # an object of this process: the iterator travels as it is, with it.
+            return raw_reduce(it)
         raise TypeError(
-            "cannot carry an iterator over an IterableDataset: its position lies inside the "
-            "dataset's own iterator. Use a map-style Dataset (with __getitem__) or pause "
-            "between epochs"
+            f"cannot carry an iterator over an IterableDataset read by {it._num_workers} worker "
+            "processes: each worker's position lies inside its own copy of the dataset's "
+            "iterator, in a process that does not travel. Give the DataLoader num_workers=0 "
+            "(its position then travels with the program), use a map-style Dataset (with "
+            "__getitem__), or pause between epochs"
         )
     return (
         _rebuild_loader_iterator,

@@ -14,7 +14,15 @@ A file that is not there at the resume (its log directory was outside the job's 
 directory, and the job moved to a new machine) gets a new event file in the same directory, as a
 new writer would make.
 
-The rebuild function's name is part of the checkpoint format: do not rename it.
+**tensorboardX**'s ``EventFileWriter`` writes through a ``multiprocessing.Queue`` (a feeder
+thread and a pipe) and a writer thread, and its ``flush()`` leaves the queue as it is. At the
+pause its writer thread is stopped, which writes every event queued before the stop, the file is
+flushed, and a new writer thread takes over at once (a periodic checkpoint leaves the writer
+running). It travels re-made (:mod:`portal.capture.remade`): a new queue and writer thread around
+its ``EventsWriter``, which travels as a value with its open event file (reopened where it stood
+by ``capture_files``: a log directory outside the job's working directory is named as such).
+
+The rebuild functions' names are part of the checkpoint format: rename none of them.
 """
 
 from __future__ import annotations
@@ -24,12 +32,19 @@ import sys
 from typing import Any
 
 from portal.capture.extensions.workdir import relocate
+from portal.capture.remade import remade
 from portal.capture.restoring import after_restore
 from portal.core.specs import SerializerSpec
 
-__all__ = ["reduce_event_file_writer", "serializer_specs"]
+__all__ = [
+    "rebuild_tbx_event_file_writer",
+    "reduce_event_file_writer",
+    "reduce_tbx_event_file_writer",
+    "serializer_specs",
+]
 
 _TENSORBOARD_WRITER = "tensorboard.summary.writer.event_file_writer.EventFileWriter"
+_TENSORBOARDX_WRITER = "tensorboardX.event_file_writer.EventFileWriter"
 
 
 def reduce_event_file_writer(writer: Any) -> Any:
@@ -80,12 +95,54 @@ def rebuild_event_file_writer(
     return writer
 
 
+def reduce_tbx_event_file_writer(writer: Any) -> Any:
+    """tensorboardX's writer: drained and flushed, then travels as what makes it again."""
+    if writer._closed:
+        raise TypeError(
+            f"cannot carry a closed tensorboardX event writer ({writer._logdir}): drop the "
+            "reference to it (or make a new SummaryWriter) before the pause"
+        )
+    worker = writer._worker
+    worker.stop()  # every event queued before the stop is written
+    writer._ev_writer.flush()
+    writer._worker = type(worker)(writer._event_queue, writer._ev_writer, writer._flush_secs)
+    writer._worker.start()
+    return remade(
+        writer,
+        rebuild_tbx_event_file_writer,
+        type(writer),
+        writer._logdir,
+        writer._ev_writer,
+        writer._event_queue._maxsize,
+        writer._flush_secs,
+    )
+
+
+def rebuild_tbx_event_file_writer(
+    cls: type, logdir: str, events_writer: Any, max_queue: int, flush_secs: float
+) -> Any:
+    """A tensorboardX writer around the carried ``EventsWriter``: a new queue, a new thread."""
+    module = sys.modules[cls.__module__]
+    writer: Any = object.__new__(cls)
+    writer._logdir = logdir if not os.path.isabs(logdir) else relocate(logdir)
+    writer._event_queue = module.multiprocessing.Queue(max_queue)
+    writer._ev_writer = events_writer
+    writer._flush_secs = flush_secs
+    writer._closed = False
+    writer._worker = module._EventLoggerThread(writer._event_queue, events_writer, flush_secs)
+    writer._worker.start()
+    return writer
+
+
 def serializer_specs() -> list[SerializerSpec]:
     return [
         SerializerSpec(
             name="capture_writers",
-            reducers={_TENSORBOARD_WRITER: reduce_event_file_writer},
-            description="TensorBoard event writers (a SummaryWriter's): flushed, re-made "
-            "appending to the same event file",
+            reducers={
+                _TENSORBOARD_WRITER: reduce_event_file_writer,
+                _TENSORBOARDX_WRITER: reduce_tbx_event_file_writer,
+            },
+            description="TensorBoard event writers (torch's and tensorboardX's SummaryWriter): "
+            "flushed, re-made appending to the same event file",
         )
     ]

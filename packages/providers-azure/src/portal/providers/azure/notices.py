@@ -36,6 +36,8 @@ __all__ = ["ENDPOINT_ENV", "AzureNoticeSource", "is_azure"]
 
 PROVIDER = "azure"
 SOURCE_NAME = "azure"
+#: The problem said once while this VM's name cannot be read (every event is then taken as its own).
+_NAMES_UNKNOWN = "names-unknown"
 #: Azure has no standard override of the IMDS address; this one is Portal's.
 ENDPOINT_ENV = "PORTAL_AZURE_METADATA_ENDPOINT"
 DEFAULT_ENDPOINT = "http://169.254.169.254"
@@ -141,17 +143,28 @@ class AzureNoticeSource(PollingNoticeSource):
                 raise self.unreadable(self.client().url(INSTANCE), exc) from None
         return self._compute
 
-    def _names(self) -> frozenset[str]:
-        """The names this VM's events carry in ``Resources``."""
+    def _names(self) -> frozenset[str] | None:
+        """The names this VM's events carry in ``Resources``; None when they cannot be read,
+        said once: every event is then taken as this VM's. A needless pause costs less than a
+        lost job, and raising here (as before) took no notice at all."""
         if self._vm_name:
             return frozenset({self._vm_name.lower()})
-        name = self._read_compute().get("name", "")
-        if not name:
-            raise PortalError(
-                "Azure IMDS gives this VM no compute.name, so its scheduled events cannot be told "
-                "from its neighbours': set azure_vm_name in Portal's settings"
-            )
-        return frozenset({name.lower()})
+        try:
+            name = self._read_compute().get("name", "")
+            why = "" if name else "Azure IMDS gives this VM no compute.name"
+        except PortalError as exc:
+            name, why = "", f"this VM's instance metadata cannot be read ({exc})"
+        if name:
+            self.problems.clear(_NAMES_UNKNOWN)
+            return frozenset({name.lower()})
+        self.problems.report(
+            _NAMES_UNKNOWN,
+            f"{why}, so its scheduled events cannot be told from its neighbours': every "
+            "Preempt, Terminate, Reboot and Redeploy event is taken as this VM's (a needless "
+            "pause costs less than a lost job). Set azure_vm_name in Portal's settings to tell "
+            "them apart",
+        )
+        return None
 
     def machine_info(self) -> dict[str, str | None]:
         """VM size, capacity class (priority Spot/Low -> spot), region and zone.
@@ -193,8 +206,8 @@ class AzureNoticeSource(PollingNoticeSource):
     # --- the protocol ------------------------------------------------------------------------------
 
     def fetch(self, document: Document) -> Answer:
-        """The events document; this VM's names first, as no event can be told its own
-        without them. The first request may wait long: it turns the service on."""
+        """The events document; this VM's names first (said once when they cannot be read).
+        The first request may wait long: it turns the service on."""
         self._names()
         first = not self._events_read
         timeout = self.first_request_timeout_s if first else self.request_timeout_s
@@ -216,16 +229,19 @@ class AzureNoticeSource(PollingNoticeSource):
         return self._events_changes(document, self._names(), answer)
 
     def _events_changes(
-        self, document: EventsDocument, names: frozenset[str], answer: Answer
+        self, document: EventsDocument, names: frozenset[str] | None, answer: Answer
     ) -> list[Notice]:
-        mine = {e.event_id: e for e in document.events if e.concerns(names)}
+        """``names`` None: this VM's are unknown, and every event is taken as its own."""
+        mine = {e.event_id: e for e in document.events if names is None or e.concerns(names)}
         changes: list[Notice] = []
         for event in mine.values():
             if event.event_id in self._reported:
                 continue  # its deadline stays (NotBefore empties when the event starts)
             notice = self._notice_for(event, answer)
             if notice is not None:
-                why = f"{event.event_type}, {event.status}"
+                why = f"{event.event_type}, {event.status}" + (
+                    ", taken as this VM's: its name is unknown" if names is None else ""
+                )
                 changes += self.report_once(event.event_id, notice, why=why)
         listed = {e.event_id for e in document.events}
         for event_id in list(self._reported):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from portal.core.hookspecs import hookimpl
-from portal.core.settings import positive_float, text
+from portal.core.settings import seconds, text
 from portal.core.specs import CatalogSpec, NoticeSourceSpec, SettingSpec
 from portal.providers.base.registration import provider_specs
 
@@ -52,7 +52,7 @@ SPECS = provider_specs(
         ),
         SettingSpec(
             name="azure.poll_interval_s",
-            parse=positive_float,
+            parse=seconds,
             default=1.0,
             description="seconds between two reads of Scheduled Events (0.2 s at least)",
         ),

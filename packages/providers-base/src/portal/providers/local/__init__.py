@@ -13,13 +13,14 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.hookspecs import hookimpl
+from portal.core.settings import seconds as notice_length
 from portal.core.specs import NoticeSourceContext, NoticeSourceSpec
 
 __all__ = [
@@ -34,6 +35,8 @@ NOTICE_DIR_ENV = "PORTAL_NOTICE_DIR"
 SOURCE_NAME = "local"
 log = logging.getLogger("portal.notices.local")
 DEFAULT_NOTICE_S = 120.0
+#: What a notice file that cannot be read is renamed with (kept to be looked at, never read).
+UNREADABLE_SUFFIX = ".unreadable"
 
 
 def deliver_notice(
@@ -45,11 +48,13 @@ def deliver_notice(
     reason: str = "delivered by portal notice",
 ) -> Notice:
     """Deliver a notice that the machine goes in ``seconds``; returns it."""
-    if not seconds > 0:
+    try:
+        seconds = notice_length(seconds)
+    except ValueError as why:
         raise InvalidArgumentError(
-            f"notice length {seconds!r} s is not valid: give a number of seconds above 0 "
-            "(e.g. --seconds 120)"
-        )
+            f"notice length {seconds!r} s is not valid: {why} (e.g. --seconds 120)",
+            details={"seconds": str(seconds)},
+        ) from None
     now = clock.now()
     notice = Notice(
         id=f"local-{uuid.uuid4().hex[:12]}",
@@ -102,16 +107,24 @@ class LocalNoticeSource:
 
     name = SOURCE_NAME
 
-    def __init__(self, directory: str | os.PathLike[str] | None, *, clock: Clock = SYSTEM_CLOCK):
+    def __init__(
+        self,
+        directory: str | os.PathLike[str] | None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        report: Callable[[str], None] | None = None,
+    ):
         self.directory = Path(directory) if directory else None
         self.clock = clock
+        #: Where a notice file that cannot be read is told of (the job's events in a node).
+        self.report = report or log.warning
         self._reported: dict[str, Notice] = {}
         self._bad: set[str] = set()
 
     @classmethod
     def from_context(cls, context: NoticeSourceContext) -> LocalNoticeSource:
         directory = context.settings.get("local_notice_dir") or context.environ.get(NOTICE_DIR_ENV)
-        return cls(directory, clock=context.clock)
+        return cls(directory, clock=context.clock, report=context.report)
 
     def detect(self) -> bool:
         return self.directory is not None
@@ -155,10 +168,19 @@ class LocalNoticeSource:
                 )
             except FileNotFoundError:
                 continue  # withdrawn between listing and reading
-            except (ValueError, KeyError, TypeError) as exc:
-                if entry.name not in self._bad:  # one line per distinct problem
+            except (ValueError, KeyError, TypeError, OverflowError) as exc:
+                # Set aside, never read again (by this node or a later attempt's): a notice
+                # that cannot be read must not come back at every resume.
+                kept = entry.with_name(entry.name + UNREADABLE_SUFFIX)
+                with contextlib.suppress(OSError):
+                    os.replace(entry, kept)
+                if entry.name not in self._bad:  # once per file
                     self._bad.add(entry.name)
-                    log.warning("ignoring malformed notice file %s: %s", entry, exc)
+                    self.report(
+                        f"ignoring notice file {entry}, which cannot be read (kept as "
+                        f"{kept.name}): {exc}. A notice is delivered by `portal notice JOB "
+                        "--seconds S`"
+                    )
                 continue
             found[notice.id] = notice
         return found

@@ -29,7 +29,7 @@ from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import Notice, NoticeKind
 from portal.core.errors import InvalidSettingError, PortalError
 from portal.core.hookspecs import hookimpl
-from portal.core.settings import boolean, positive_float
+from portal.core.settings import boolean, seconds
 from portal.core.specs import NoticeSourceContext, NoticeSourceSpec, SettingSpec
 
 __all__ = ["GRACE_ENV", "SignalNoticeSource", "detect_platform"]
@@ -62,15 +62,12 @@ def _grace_from(context: NoticeSourceContext) -> float:
     if raw is None:
         return DEFAULT_GRACE_S
     try:
-        grace = float(raw)
-    except (TypeError, ValueError):
-        grace = -1.0
-    if not grace > 0:
+        return seconds(raw)
+    except ValueError as why:
         raise InvalidSettingError(
-            f"{where}={raw!r} is not a grace period: give the seconds between SIGTERM and the kill "
-            "(Kubernetes' terminationGracePeriodSeconds, Slurm's GraceTime), e.g. 30"
-        )
-    return grace
+            f"{where}={raw!r} is not a grace period ({why}): give the seconds between SIGTERM "
+            "and the kill (Kubernetes' terminationGracePeriodSeconds, Slurm's GraceTime), e.g. 30"
+        ) from None
 
 
 def _enabled_from(context: NoticeSourceContext) -> bool | None:
@@ -263,7 +260,7 @@ def portal_settings() -> list[SettingSpec]:
     return [
         SettingSpec(
             name="sigterm.grace_s",
-            parse=positive_float,
+            parse=seconds,
             default=DEFAULT_GRACE_S,
             env=GRACE_ENV,
             description="seconds between SIGTERM and the kill (Kubernetes' "

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from portal.core.hookspecs import hookimpl
-from portal.core.settings import positive_float, text
+from portal.core.settings import seconds, text
 from portal.core.specs import CatalogSpec, NoticeSourceSpec, SettingSpec
 from portal.providers.base.registration import provider_specs
 
@@ -35,19 +35,19 @@ SPECS = provider_specs(
         ),
         SettingSpec(
             name="gcp.hang_s",
-            parse=positive_float,
+            parse=seconds,
             default=30.0,
             description="seconds a hanging GET waits for a change",
         ),
         SettingSpec(
             name="gcp.preemption_notice_s",
-            parse=positive_float,
+            parse=seconds,
             default=30.0,
             description="the notice a preemption gives (30 s on Spot VMs)",
         ),
         SettingSpec(
             name="gcp.maintenance_notice_s",
-            parse=positive_float,
+            parse=seconds,
             default=60.0,
             description="the notice a terminating host maintenance gives",
         ),
