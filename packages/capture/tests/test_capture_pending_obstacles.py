@@ -175,3 +175,25 @@ def test_a_notice_during_a_library_s_import_is_told_at_once_and_taken_after_it(
     assert run.events[-1]["paused_at"] == "main.py:6 in <module>"
     assert run.out == b"importing\n"
     assert _resume(run, job, env) == b"imported 42\n"
+
+
+def test_a_notice_during_an_import_portal_watches_waits_outside_it(tmp_path: Path) -> None:
+    """torch's import runs under Portal's own import hook (which records torch's settings as
+    the import left them): its lines are the program's import, not Portal at work. The pause
+    says at once that it waits for the import, listens only outside it (the import runs at
+    full speed: every line of it had walked the stack, and an import of 3 s took more than the
+    notice's 30), and is taken at the script's next line. Seen in CI: a training script's
+    notice during ``import torch`` abandoned at its deadline."""
+    pytest.importorskip("torch")
+    script = tmp_path / "main.py"
+    script.write_text(
+        "print('importing', flush=True)\nimport torch\n\n"
+        "print('imported', torch.tensor([1, 2]).sum().item(), flush=True)\n"
+    )
+    run = pause_when(script, ready=lambda out: out == b"importing\n", settle=0.2, cwd=tmp_path)
+    kinds = [e["event"] for e in run.events]
+    assert kinds == ["pending", "deferred", "paused"], (run.events, run.err.decode())
+    (problem,) = run.events[1]["problems"]
+    assert problem["type_name"] == "import", problem
+    assert run.events[-1]["paused_at"] == "main.py:4 in <module>"
+    assert _resume(run, tmp_path) == b"imported 3\n"

@@ -61,3 +61,28 @@ def test_which_frames_are_carried(tmp_path: Path) -> None:
     assert not code.is_carried_file(subprocess.__file__)
     assert not code.is_carried_file(concurrent.futures.thread.__file__)
     assert code.os_bound_module(calendar.__file__) is None
+
+
+def test_portal_at_work_is_its_entry_points_not_what_runs_inside_the_programs_calls(
+    tmp_path: Path,
+) -> None:
+    """A line under the engine or the runtime is Portal at work between two of the program's
+    bytecodes (no position of the program's). A line under Portal's import hook is the
+    program's own import (torch's, 3 s of it): a pause waits for it as for any frame that
+    cannot travel, listening only outside it, where as "Portal at work" every line of the
+    import had walked the stack and the notice was abandoned at its deadline."""
+    import portal.capture.engine
+    import portal.capture.extensions._imports
+    import portal.capture.extensions.loops
+    import portal.capture.safepoint
+    import portal.runtime.launcher
+
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    code = UserCode(str(script))
+    for module in (portal.capture.engine, portal.capture.safepoint, portal.runtime.launcher):
+        assert code.is_portal_file(module.__file__), module
+    for module in (portal.capture.extensions._imports, portal.capture.extensions.loops):
+        assert not code.is_portal_file(module.__file__), module
+        assert not code.is_carried_file(module.__file__), module  # never carried, still
+        assert code.is_portal_source(module.__file__), module

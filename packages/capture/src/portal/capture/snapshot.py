@@ -72,6 +72,9 @@ _NOT_CARRIED_FLAGS = (
 )
 #: The ``type_name`` of a position inside Portal's own work: no problem of the program's.
 PORTAL_AT_WORK = "Portal at work"
+#: The file names of the frozen import machinery's code (``importlib._bootstrap`` and
+#: ``_bootstrap_external``): a frame of theirs on the way out is an import in progress.
+_IMPORT_MACHINERY = "<frozen importlib."
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 # Module attributes that describe the module object, not the program's state.
 _SKIPPED_GLOBALS = frozenset({"__builtins__", "__loader__", "__spec__", "__cached__"})
@@ -165,6 +168,15 @@ class CaptureContext:
         return info if info is not None and info.code is code else None
 
 
+def _importing(frame: FrameType, what: str) -> Problem:
+    return _position_problem(
+        frame.f_code.co_qualname,
+        "import",
+        f"a library is being imported ({what}); the pause waits until the import ends",
+        frame,
+    )
+
+
 def _position_problem(name: str, type_name: str, reason: str, frame: FrameType) -> Problem:
     return Problem(
         name=name, type_name=type_name, reason=reason, where=where(frame), kind="position"
@@ -214,6 +226,17 @@ def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | 
         if not ctx.user_code.is_carried_code(code):
             if ctx.user_code.is_portal_file(code.co_filename):
                 return _portal_at_work(f)
+            if code.co_filename.startswith(_IMPORT_MACHINERY):
+                return _importing(f, "by the import machinery")
+            if ctx.user_code.is_portal_source(code.co_filename):
+                return _position_problem(
+                    code.co_qualname,
+                    "library code",
+                    f"Portal's {code.co_qualname} is running inside the program's call (an "
+                    "import's hook, a wrapper around a library's method); the pause waits until "
+                    "it returns",
+                    f,
+                )
             bound = ctx.user_code.os_bound_module(code.co_filename)
             return _position_problem(
                 code.co_qualname,
@@ -233,13 +256,7 @@ def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | 
             and not ctx.is_entry(f)
             and not ctx.user_code.is_user_code(code)
         ):
-            return _position_problem(
-                code.co_qualname,
-                "import",
-                f"a library is being imported ({os.path.basename(code.co_filename)}); the pause "
-                "waits until the import ends",
-                f,
-            )
+            return _importing(f, os.path.basename(code.co_filename))
         if code.co_flags & _NOT_CARRIED_FLAGS:
             return _position_problem(
                 code.co_qualname,

@@ -74,6 +74,18 @@ def _portal_root() -> str:
 
 
 _PORTAL_ROOT = _portal_root()
+#: Portal's modules whose frames run inside the program's own calls: the import hook (a watched
+#: library's whole import runs under its loader), the hooks it runs once that library is
+#: imported, and the wrappers Portal puts into a library (a DataLoader iterator's methods,
+#: ``torch.compile``). A line a library runs under them is the program's, not Portal at work
+#: between two of its bytecodes: the pause waits for them to return as for any frame that
+#: cannot travel, and listens only outside them meanwhile. None of them is ever an entry point
+#: of Portal's own (a signal handler, the line callback: the engine and the runtime), whose
+#: frames below such a line still make it Portal's.
+_FOR_THE_PROGRAM = frozenset(
+    _PORTAL_ROOT + os.path.join("capture", "extensions", name)
+    for name in ("_imports.py", "loops.py", "compiled.py", "torch_state.py")
+)
 
 
 class UserCode:
@@ -155,11 +167,18 @@ class UserCode:
     def is_portal_file(self, filename: str) -> bool:
         """Portal's own code (the engine, the runtime): its frames are Portal at work between
         two of the program's bytecodes (a signal handler, the line callback), never the
-        program's."""
+        program's. Not the modules of :data:`_FOR_THE_PROGRAM`, which run inside the program's
+        own calls (a watched library's import)."""
         known = self._portal.get(filename)
         if known is None:
-            known = self._portal[filename] = os.path.realpath(filename).startswith(_PORTAL_ROOT)
+            real = os.path.realpath(filename)
+            known = real.startswith(_PORTAL_ROOT) and real not in _FOR_THE_PROGRAM
+            self._portal[filename] = known
         return known
+
+    def is_portal_source(self, filename: str) -> bool:
+        """Any of Portal's own modules, those that run for the program included."""
+        return os.path.realpath(filename).startswith(_PORTAL_ROOT)
 
     def is_carried_code(self, code: CodeType) -> bool:
         return self.is_carried_file(code.co_filename)
