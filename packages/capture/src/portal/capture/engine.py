@@ -82,12 +82,6 @@ _GROUP_AGREE_S: Final = 30.0
 #: How often the watcher looks again while a pause's state is being taken past its deadline
 #: (it does not abandon it; it only learns when the taking ended without a checkpoint).
 _SNAPSHOT_POLL_S: Final = 0.25
-#: Where Portal's own code in a job's process lives: the engine, the runtime and its control
-#: channel (see :func:`outside_portal`).
-_PORTAL_DIRS: Final = tuple(
-    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
-    for name in ("capture", "runtime")
-)
 #: The check that follows a start-up check waits this long, at most, for the work to begin.
 IN_WORK_WAIT_S: Final = 120.0
 #: The checkpoint check's walk stops after this long; a larger state is reported as partial.
@@ -963,11 +957,13 @@ def outside_portal(frame: FrameType | None, ctx: CaptureContext) -> FrameType | 
     bytecodes: the engine's line callback (a pending pause listens to every line), a library
     function it called (``os.path.realpath``), or another signal's handler (the control
     channel reading a pause on SIGIO). That frame is no obstacle of the program's, and line
-    events belong on the program's frames, so the handlers look past it."""
+    events belong on the program's frames, so the handlers look past it. Portal's code that
+    runs inside the program's own calls (the import hook under torch's import) is the
+    program's: the handlers look at its frames as at a library's."""
     program = frame
     f = frame
     while f is not None and not ctx.is_entry(f):
-        if f.f_code.co_filename.startswith(_PORTAL_DIRS):
+        if ctx.user_code.is_portal_file(f.f_code.co_filename):
             program = f.f_back
         f = f.f_back
     return program if f is not None else frame
