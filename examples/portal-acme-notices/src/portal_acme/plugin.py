@@ -21,6 +21,16 @@ class AcmeNotices:
         return self.path.parent.is_dir()
 
     def poll(self, timeout_s: float) -> list[Notice]:
+        """What changed, waiting up to ``timeout_s`` for a change (the file is read again every
+        50 ms meanwhile): returning at once with nothing would make the node's loop spin."""
+        end = self.clock.monotonic() + timeout_s
+        while True:
+            changes = self._changes()
+            if changes or self.clock.monotonic() >= end:
+                return changes
+            self.clock.sleep(0.05)
+
+    def _changes(self) -> list[Notice]:
         try:
             deadline = float(self.path.read_text().strip())
         except (FileNotFoundError, ValueError):
@@ -29,7 +39,6 @@ class AcmeNotices:
             withdrawn, self.current = self.current.cancel(), None
             return [withdrawn]
         if deadline is None or (self.current and self.current.deadline == deadline):
-            self.clock.sleep(min(timeout_s, 0.05))
             return []
         self.current = Notice(
             id=Notice.derive_id("acme", deadline),

@@ -81,8 +81,9 @@ class NoticeSource(Protocol):
     """Watches one platform for preemption notices.
 
     ``poll`` reports *changes*: each new notice once, and each withdrawal of a notice it reported
-    once (the same notice with ``cancelled=True``). It may block up to ``timeout_s`` (GCP's hanging
-    GET) and returns ``[]`` when nothing changed. A source never invents a notice and never drops
+    once (the same notice with ``cancelled=True``). When nothing changed it waits up to
+    ``timeout_s`` for a change (GCP's hanging GET; or reading its endpoint again meanwhile), then
+    returns ``[]``: one that returns at once makes its caller's loop spin. A source never invents a notice and never drops
     one: when its endpoint cannot be read it raises :class:`portal.core.errors.PortalError` with a
     clear message, and the caller keeps polling.
     """

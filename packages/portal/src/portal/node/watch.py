@@ -2,7 +2,8 @@
 
 A source's ``poll`` may block (GCP's hanging GET), so each runs on its own daemon thread. A source
 that fails is logged once per distinct problem and polled again after a pause: a flaky metadata
-service never stops the node, and never turns into an invented notice.
+service never stops the node, and never turns into an invented notice. A source that returns at
+once with nothing is polled again only once its timeout is over (it would otherwise spin a core).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 
 from portal.core.clock import Clock
@@ -20,6 +22,10 @@ from portal.core.specs import NoticeSource, NoticeSourceContext
 __all__ = ["NoticeWatcher", "open_sources"]
 
 log = logging.getLogger("portal.node.notices")
+#: How long one poll may wait for a change. :meth:`NoticeWatcher.stop` waits for the polls in
+#: flight (a source is acknowledged through after it, with no poll sharing its connection), so
+#: this bounds what a job's end waits on its sources; a notice comes as soon as it is seen.
+POLL_TIMEOUT_S = 0.25
 
 
 def open_sources(
@@ -54,7 +60,9 @@ def open_sources(
 class NoticeWatcher:
     """Polls each source on its own thread; :meth:`get` returns what they reported."""
 
-    def __init__(self, sources: Iterable[NoticeSource], *, poll_timeout_s: float = 1.0) -> None:
+    def __init__(
+        self, sources: Iterable[NoticeSource], *, poll_timeout_s: float = POLL_TIMEOUT_S
+    ) -> None:
         self.sources = list(sources)
         self.poll_timeout_s = poll_timeout_s
         self._queue: queue.Queue[Notice] = queue.Queue()
@@ -73,8 +81,14 @@ class NoticeWatcher:
         problems: set[str] = set()
         while not self._stop.is_set():
             try:
-                for notice in source.poll(self.poll_timeout_s):
+                started = time.monotonic()
+                notices = source.poll(self.poll_timeout_s)
+                for notice in notices:
                     self._queue.put(notice)
+                if not notices:
+                    # A source that returns at once with nothing (not blocking as the contract
+                    # asks) would make this loop spin a core: the rest of its timeout is waited.
+                    self._stop.wait(started + self.poll_timeout_s - time.monotonic())
             except Exception as exc:
                 text = f"{type(exc).__name__}: {exc}"
                 if text not in problems:  # one line per distinct problem

@@ -108,6 +108,19 @@ class NoticeSourceContract(_Contract):
     def test_reports_nothing_before_a_notice(self, source: NoticeSource) -> None:
         assert list(source.poll(self.poll_timeout_s)) == []
 
+    def test_waits_its_timeout_when_nothing_changed(self, source: NoticeSource) -> None:
+        """``poll`` blocks (on its endpoint, or reading it again meanwhile) until a change or
+        its timeout: a source that returns at once with nothing makes every caller that polls
+        it in a loop spin a core (one written from the docs did: 45% CPU on a node)."""
+        source.poll(self.poll_timeout_s)
+        started = time.monotonic()
+        assert list(source.poll(self.poll_timeout_s)) == []
+        waited = time.monotonic() - started
+        assert waited >= self.poll_timeout_s / 2, (
+            f"poll({self.poll_timeout_s}) returned nothing after {waited:.3f} s: it must wait "
+            "for a change up to its timeout"
+        )
+
     def test_reports_an_announced_notice_once(self, source: NoticeSource) -> None:
         source.poll(self.poll_timeout_s)
         before = time.time()

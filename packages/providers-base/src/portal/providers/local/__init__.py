@@ -37,6 +37,8 @@ log = logging.getLogger("portal.notices.local")
 DEFAULT_NOTICE_S = 120.0
 #: What a notice file that cannot be read is renamed with (kept to be looked at, never read).
 UNREADABLE_SUFFIX = ".unreadable"
+#: How often a poll reads the directory while it waits (the latency of a local notice).
+_READ_EVERY_S = 0.1
 
 
 def deliver_notice(
@@ -130,8 +132,19 @@ class LocalNoticeSource:
         return self.directory is not None
 
     def poll(self, timeout_s: float = 0.0) -> Sequence[Notice]:
+        """The changes in the directory, waiting up to ``timeout_s`` for one: there is
+        nothing to block on but the directory itself, so it is read every 0.1 s meanwhile."""
         if self.directory is None:
             return []
+        end = self.clock.monotonic() + max(0.0, timeout_s)
+        while True:
+            changes = self._changes()
+            left = end - self.clock.monotonic()
+            if changes or left <= 0:
+                return changes
+            self.clock.sleep(min(left, _READ_EVERY_S))
+
+    def _changes(self) -> list[Notice]:
         current = self._read_all()
         changes: list[Notice] = [n for nid, n in current.items() if nid not in self._reported]
         for nid, notice in list(self._reported.items()):
@@ -139,9 +152,6 @@ class LocalNoticeSource:
                 changes.append(notice.cancel())
                 del self._reported[nid]
         self._reported.update(current)
-        if not changes and timeout_s > 0:
-            # Nothing to wait on but the directory itself: a short sleep keeps polling cheap.
-            self.clock.sleep(min(timeout_s, 0.1))
         return changes
 
     def _read_all(self) -> dict[str, Notice]:
