@@ -110,7 +110,7 @@ class UserCode:
         )
         self._files: dict[str, bool] = {}
         self._carried: dict[str, bool] = {}
-        self._portal: dict[str, bool] = {}
+        self._portal: dict[str, str | None] = {}
 
     def is_user_file(self, filename: str | None) -> bool:
         if not filename:
@@ -169,16 +169,23 @@ class UserCode:
         two of the program's bytecodes (a signal handler, the line callback), never the
         program's. Not the modules of :data:`_FOR_THE_PROGRAM`, which run inside the program's
         own calls (a watched library's import)."""
-        known = self._portal.get(filename)
-        if known is None:
-            real = os.path.realpath(filename)
-            known = real.startswith(_PORTAL_ROOT) and real not in _FOR_THE_PROGRAM
-            self._portal[filename] = known
-        return known
+        return self._portal_role(filename) == "at work"
 
     def is_portal_source(self, filename: str) -> bool:
         """Any of Portal's own modules, those that run for the program included."""
-        return os.path.realpath(filename).startswith(_PORTAL_ROOT)
+        return self._portal_role(filename) is not None
+
+    def _portal_role(self, filename: str) -> str | None:
+        """``"at work"``, ``"for the program"`` (:data:`_FOR_THE_PROGRAM`), or None for code
+        that is not Portal's; one path lookup per file."""
+        if filename in self._portal:
+            return self._portal[filename]
+        real = os.path.realpath(filename)
+        role = None
+        if real.startswith(_PORTAL_ROOT):
+            role = "for the program" if real in _FOR_THE_PROGRAM else "at work"
+        self._portal[filename] = role
+        return role
 
     def is_carried_code(self, code: CodeType) -> bool:
         return self.is_carried_file(code.co_filename)
