@@ -218,10 +218,43 @@ def test_a_set_that_cannot_be_written_leaves_every_rank_running(
     assert not ck.exists()
 
 
-def _part_writers(parts: Path) -> Iterator[int]:
-    """The pids of ranks writing their part now (``write_image``'s temporary file names)."""
-    for tmp in parts.glob(".rank*.portal.*.tmp"):
-        yield int(tmp.name.split(".")[-2])
+@contextlib.contextmanager
+def _hold_writes(paths: list[Path], started: int = 1 << 20) -> Iterator[Callable[[], list[Path]]]:
+    """Make each of ``paths`` (a file a writer is yet to create) a FIFO read only until
+    ``started`` bytes came through: the writer then blocks mid-file, on a full pipe, for as long
+    as the block lasts. Yields a poll that names the paths whose writer got that far; the
+    FIFOs are gone after the block.
+
+    A temporary file a checkpoint is written to exists for a fraction of a second; watching
+    for it raced with the write (a loaded CI machine missed it for 60 s). Holding the write
+    open makes "killed while it writes" a moment that lasts."""
+    readers: dict[Path, int] = {}
+    got = dict.fromkeys(paths, 0)
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(path)
+        # Non-blocking: the open does not wait for a writer, and a read never waits either.
+        readers[path] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+    def poll() -> list[Path]:
+        for path, fd in readers.items():
+            while got[path] < started:
+                try:
+                    chunk = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    break
+                got[path] += len(chunk)
+        return [path for path in paths if got[path] >= started]
+
+    try:
+        yield poll
+    finally:
+        for fd in readers.values():
+            os.close(fd)
+        for path in paths:
+            path.unlink(missing_ok=True)
 
 
 def test_a_rank_killed_while_writing_its_part_leaves_the_previous_set(
@@ -241,14 +274,17 @@ def test_a_rank_killed_while_writing_its_part_leaves_the_previous_set(
     second = tmp_path / "second.txt"
     resumed = _start(tmp_path, _runtime("resume", str(ck)), second)
     _when_lines(resumed, second, 20)
-    resumed.send_signal(signal.SIGTERM)
+    ranks = _children(resumed.pid)
+    assert len(ranks) == 2, ranks
     parts = tmp_path / ".job.portal.ranks"
-    end = time.monotonic() + 60
-    while not (writers := list(_part_writers(parts))):
-        assert resumed.poll() is None and time.monotonic() < end, _err(tmp_path, "second")
-        time.sleep(0.0005)
-    os.kill(writers[0], signal.SIGKILL)
-    code = resumed.wait(timeout=120)
+    with _hold_writes([parts / f".rank1.portal.{pid}.tmp" for pid in ranks]) as writing:
+        resumed.send_signal(signal.SIGTERM)
+        end = time.monotonic() + 120
+        while not (writers := writing()):
+            assert resumed.poll() is None and time.monotonic() < end, _err(tmp_path, "second")
+            time.sleep(0.01)
+        os.kill(int(writers[0].name.split(".")[-2]), signal.SIGKILL)
+        code = resumed.wait(timeout=120)
     assert code not in (0, 75), _err(tmp_path, "second")
     assert "ended with status" in _err(tmp_path, "second")
     assert ck.read_bytes() == kept  # the set from the first pause is still the job's
@@ -339,35 +375,40 @@ def test_the_launcher_killed_during_a_periodic_set_leaves_the_previous_one(
     plain: Callable[[int, str], Reference], moment: str
 ) -> None:
     """A periodic set is taken; the next is asked for into the same file, and the launcher is
-    killed (its machine lost) while the ranks write their parts, or while it writes the set
-    from them: the file still holds the first set, whole, and the job resumes from it as if
-    never stopped. Nothing of the second is taken for a checkpoint."""
+    killed (its machine lost) while rank 1 writes its part (128 MiB), or while the launcher
+    writes the set from the parts: the file still holds the first set, whole, and the job
+    resumes from it as if never stopped. Nothing of the second is taken for a checkpoint.
+
+    The write is held mid-file (:func:`_hold_writes`) at the temporary file it goes to."""
     expected = plain(2, "0")
     work = Path(short_dir())
     periodic = work / "periodic.portal"
+    parts = work / ".job.portal.ranks"
     proc, control, stdout = _controlled(work, "big@1")
     _when_lines(proc, stdout, 10)
     taken = _periodic_set(control, periodic)
     kept = periodic.read_bytes()
-    _when_lines(proc, stdout, _lines(stdout) + 5)
-    control.send({"op": "checkpoint", "path": str(periodic), "deadline": time.time() + 60})
-    writing = (
-        (lambda: list(_part_writers(work / ".job.portal.ranks")))
-        if moment == "parts"
-        else (lambda: list((work / ".job.portal.ranks").glob(".set.portal.*.tmp")))
-    )
-    end = time.monotonic() + 60
-    while not writing():
-        assert proc.poll() is None and time.monotonic() < end, _err(work, "out")
-        time.sleep(0.0005)
     ranks = _children(proc.pid)
-    proc.kill()  # the launcher alone: its ranks die with it
-    proc.wait(timeout=30)
-    control.close()
-    end = time.monotonic() + 30
-    while any(_alive(r) for r in ranks):
-        assert time.monotonic() < end, "a rank outlived its launcher"
-        time.sleep(0.05)
+    assert len(ranks) == 2, ranks
+    held = (
+        [parts / f".rank1.portal.{pid}.tmp" for pid in ranks]  # which pid is rank 1: either
+        if moment == "parts"
+        else [parts / f".set.portal.{proc.pid}.tmp"]
+    )
+    with _hold_writes(held) as writing:
+        _when_lines(proc, stdout, _lines(stdout) + 5)
+        control.send({"op": "checkpoint", "path": str(periodic), "deadline": time.time() + 60})
+        end = time.monotonic() + 120
+        while not writing():
+            assert proc.poll() is None and time.monotonic() < end, _err(work, "out")
+            time.sleep(0.01)
+        proc.kill()  # the launcher alone: its ranks die with it
+        proc.wait(timeout=30)
+        control.close()
+        end = time.monotonic() + 30
+        while any(_alive(r) for r in ranks):
+            assert time.monotonic() < end, "a rank outlived its launcher"
+            time.sleep(0.05)
     assert periodic.read_bytes() == kept
     _resumed_from(work, periodic, taken, stdout, expected)
 
