@@ -470,10 +470,17 @@ def test_no_space_while_a_rank_writes_its_part_leaves_the_previous_set_and_the_r
         _fill(disk, "room", leave=170 * 1024 * 1024)
         control.pause(within=3.0)
         end = time.monotonic() + 60
-        while not list(parts.glob(".rank1.portal.*.tmp")):
+        while not (writing := list(parts.glob(".rank1.portal.*.tmp"))):
             assert proc.poll() is None and time.monotonic() < end, _err(work, "out")
             time.sleep(0.0005)
-        _fill(disk, "filler")  # and none left while they are written
+        # And none left while it is written: rank 1 waits while the disk is filled (the filler
+        # and its write raced for the last 170 MB).
+        writer = int(writing[0].name.split(".")[-2])
+        os.kill(writer, signal.SIGSTOP)
+        try:
+            _fill(disk, "filler")
+        finally:
+            os.kill(writer, signal.SIGCONT)
         events = _events_to_end(control, {"abandoned", "paused"}, timeout=120)
         control.close()
         assert "paused" not in [e["event"] for e in events], events
