@@ -162,12 +162,13 @@ def test_an_unknown_job_is_an_error_that_says_how_to_find_one(answers: dict[str,
     assert "no job 'nope': give a job id (j-...) or a job's name; `portal jobs` lists them" in text
 
 
-def test_acting_tools_only_with_the_setting_and_each_runs_the_persons_command(
+def test_acting_tools_only_with_the_setting_and_each_does_what_the_persons_command_does(
     portal: PortalCli,
 ) -> None:
     """With mcp.actions on, notice, resume and cancel appear, say they change things (cancel
-    that it ends one), and do what `portal notice|resume|cancel` do; without it they are absent
-    (the test above) and the server's instructions say how to turn them on."""
+    that it ends one), and do what `portal notice|resume|cancel` do, in the server's process
+    (portal.jobs); without it they are absent (the test above) and the server's instructions
+    say how to turn them on."""
     job = portal("run", "--detach", "--name", "acted", "steps.py", "200").stdout.strip()
     end = time.monotonic() + 30
     while "step 3 " not in portal("logs", job).stdout and time.monotonic() < end:
@@ -196,7 +197,13 @@ def test_acting_tools_only_with_the_setting_and_each_runs_the_persons_command(
     assert hints["cancel"].destructive_hint is True  # type: ignore[union-attr]
     assert hints["notice"].destructive_hint is False  # type: ignore[union-attr]
     assert structured(noticed)["command"] == "portal notice acted"
-    assert structured(resumed)["exit_code"] == 0
+    assert structured(noticed)["job"] == job
+    assert structured(noticed)["said"].startswith("notice ")
+    answer = structured(resumed)
+    assert (answer["job"], answer["attempt"], answer["machine"]) == (job, 2, "local")
+    assert answer["checkpoint"] == json.loads(portal("status", job, "--json").stdout)[
+        "attempts"
+    ][1]["resumed_from"]
     wait_state(portal, job, "done")
     plain = subprocess.run(
         [sys.executable, "steps.py", "200"],
@@ -214,4 +221,4 @@ def test_acting_tools_only_with_the_setting_and_each_runs_the_persons_command(
     refused = asyncio.run(cancel_unknown())
     assert refused.is_error
     text = refused.content[0].text  # type: ignore[union-attr]
-    assert "`portal cancel nope` did not do it: portal: no job 'nope'" in text
+    assert "no job 'nope': give a job id (j-...) or a job's name" in text, text

@@ -3,7 +3,6 @@ an injected clock, no node processes (the end-to-end runs are in test_simulated_
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -15,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simcloud import CLOUD
 
-from portal.cli.placement import Placement
 from portal.control.plane import ControlPlane
 from portal.control.store import JobStateConflictError
 from portal.core.domain import CapacityClass, Decision, Job, Offer, Verdict
@@ -24,6 +22,7 @@ from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins, get_plugin_manager
 from portal.core.settings import Settings
 from portal.core.specs import PlacementContext, PlacementPolicySpec, StateMeasure
+from portal.jobs import Portal
 from portal.policies import PlacementRequest, SimulatedCloud
 from portal.policies import plugin as policies_plugin
 from portal.sim.machines import SimulatedMachines, load_cloud
@@ -295,29 +294,17 @@ def test_a_job_pinned_to_its_exact_spot_machine_is_warned_and_left(
 # --- a move is refused while the job's node is silent ------------------------------------------
 
 
-class _Cli:
-    """What placement asks of the CLI, over the same control plane (no store is touched)."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-        self.store: Any = None
-
-    def job(self, ref: str) -> Job:
-        return self.plane.job(ref)
-
-    def follow(self, job: Job, attempt: int) -> int:
-        raise AssertionError("a refused move follows nothing")
-
-
 def test_a_move_is_refused_while_the_node_is_silent(clock: FakeClock, tmp_path: Path) -> None:
     plane = make_plane(tmp_path / "home", clock, cloud="simulated")
     job = a_job(plane, tmp_path)
     plane.store.start_attempt(job.id, machine="sim-0001 spot aws c7i.large (us-east-1)", at=0.0)
     plane.store.heard(job.id, clock.now())
     clock.advance(5 * MIN)
-    options = argparse.Namespace(on=None, no_spot=False, plan=True)
-    with pytest.raises(
-        JobStateConflictError, match=r"moving job .* is refused for now: .*last heard"
-    ):
-        Placement(_Cli(plane)).move(plane.job(job.id), options)
-    plane.store.close()
+    portal = Portal(plane)
+    portal.store.create_job_key(job.id)  # as every job has: its checkpoints are read
+    for move in (portal.plan_move, portal.move):
+        with pytest.raises(
+            JobStateConflictError, match=r"moving job .* is refused for now: .*last heard"
+        ):
+            move(job.id)
+    portal.close()

@@ -6,25 +6,22 @@ each attempt's output, ``jobs()`` what ``portal jobs`` lists. Read-only by defau
 learns what a job is doing and why; it suspends or resumes nothing.
 
 With the setting ``mcp.actions`` on (``PORTAL_MCP_ACTIONS=1``, or ``portal config set mcp.actions
-true``), three more tools act: ``notice(job)``, ``resume(job)`` and ``cancel(job)``. Each runs the
-very command a person would (``portal notice JOB``, ``portal resume JOB --detach``, ``portal cancel
-JOB``), in its own process
-with this server's environment, and answers with its exit status and words; annotated as
-changing things (cancel as destructive), so a client asks its user first.
+true``), three more tools act: ``notice(job)``, ``resume(job)`` and ``cancel(job)``. Each is the
+action the person's command takes (``portal notice JOB``, ``portal resume JOB --detach``, ``portal
+cancel JOB``), called in this process through :class:`portal.jobs.Portal` (the same rules, the
+same refusals), and answers with what it did and the command a person would type for it;
+annotated as changing things (cancel as destructive), so a client asks its user first.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from portal.console.extras import refuse_without_extra
-from portal.control.views import JobViews
 from portal.core.errors import InvalidArgumentError, PortalError
+from portal.jobs import Portal
 
 # The mcp extra's module: a missing one names the extra to install.
 try:
@@ -62,11 +59,12 @@ _INSTRUCTIONS = (
 )
 
 
-def build_server(views: JobViews, *, actions: bool | None = None) -> MCPServer[Any]:
-    """The MCP server over ``views``' control plane; with ``actions`` (default: the setting
+def build_server(portal: Portal, *, actions: bool | None = None) -> MCPServer[Any]:
+    """The MCP server over ``portal``'s jobs; with ``actions`` (default: the setting
     ``mcp.actions``), its notice, resume and cancel tools too."""
+    views = portal.views
     if actions is None:
-        actions = bool(views.plane.settings.values.get(ACTIONS_SETTING, False))
+        actions = bool(portal.settings.values.get(ACTIONS_SETTING, False))
     server: MCPServer[Any] = MCPServer(
         "portal",
         instructions=_INSTRUCTIONS + (_ACTING if actions else _READING),
@@ -111,7 +109,7 @@ def build_server(views: JobViews, *, actions: bool | None = None) -> MCPServer[A
             return views.logs(views.job(job), max_bytes=max_bytes, as_shown=True)
 
     if actions:
-        _add_actions(server, views)
+        _add_actions(server, portal)
     return server
 
 
@@ -126,52 +124,50 @@ _ACTING = (
 )
 
 
-def _add_actions(server: MCPServer[Any], views: JobViews) -> None:
-    """notice, resume and cancel: each the person's own command, run as they would run it."""
+def _add_actions(server: MCPServer[Any], portal: Portal) -> None:
+    """notice, resume and cancel: the person's own commands' actions, in process."""
 
     @server.tool(title="Deliver a notice", annotations=_ACTS)
     def notice(job: str, seconds: float | None = None) -> dict[str, Any]:
         """Deliver a preemption notice to the job's machine: it pauses at a safe point, is
         checkpointed and suspended (`portal notice JOB [--seconds S]`)."""
-        extra = [] if seconds is None else ["--seconds", str(seconds)]
-        return _command(views, "notice", job, *extra)
+        with _told():
+            sent = portal.notice(job, seconds)
+        return {
+            "command": "portal notice " + job + ("" if seconds is None else f" --seconds {seconds:g}"),
+            "job": sent.job.id,
+            "notice": sent.notice_id,
+            "seconds": sent.seconds,
+            "said": f"notice {sent.notice_id} delivered to job {sent.job.id}'s machine: it "
+            f"goes in {sent.seconds:g} s",
+        }
 
     @server.tool(title="Resume a job", annotations=_ACTS)
     def resume(job: str) -> dict[str, Any]:
         """Continue a suspended job from its last checkpoint, detached (`portal resume JOB
-        --detach`)."""
-        return _command(views, "resume", job, "--detach")
+        --detach`): its new attempt, where it runs and the checkpoint it continues from."""
+        with _told():
+            started = portal.resume(job)
+        return {
+            "command": f"portal resume {job} --detach",
+            "job": started.job.id,
+            "attempt": started.attempt,
+            "machine": started.machine,
+            "checkpoint": started.checkpoint,
+            "said": list(started.said),
+        }
 
     @server.tool(title="Cancel a job", annotations=_ENDS)
     def cancel(job: str) -> dict[str, Any]:
         """Stop a job for good; its checkpoints are kept (`portal cancel JOB`)."""
-        return _command(views, "cancel", job)
-
-
-def _command(views: JobViews, *words: str) -> dict[str, Any]:
-    """The ``portal`` command with ``words``, in a process of its own, with this server's
-    PORTAL_HOME and settings:
-    ``{"command", "exit_code", "stdout", "stderr"}``; a refusal is an error with its words."""
-    env = {**os.environ, "PORTAL_HOME": str(views.plane.settings.home)}
-    done = subprocess.run(
-        [sys.executable, "-m", "portal.cli", *words],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    answer = {
-        "command": " ".join(["portal", *words]),
-        "exit_code": done.returncode,
-        "stdout": done.stdout,
-        "stderr": done.stderr,
-    }
-    if done.returncode != 0:
-        words_said = done.stderr.strip() or f"exit status {done.returncode}"
-        raise ToolError(f"`{answer['command']}` did not do it: {words_said}")
-    return answer
+        with _told():
+            cancelled = portal.cancel(job)
+        return {
+            "command": f"portal cancel {job}",
+            "job": cancelled.job.id,
+            "state": str(cancelled.job.state),
+            "said": cancelled.message,
+        }
 
 
 def _version() -> str:
@@ -194,7 +190,7 @@ def _told() -> Iterator[None]:
         raise ToolError(f"{exc} [{exc.code}]") from exc
 
 
-def serve(views: JobViews) -> int:
+def serve(portal: Portal) -> int:
     """Serve on stdin/stdout until the client closes them."""
-    build_server(views).run("stdio")
+    build_server(portal).run("stdio")
     return 0

@@ -6,223 +6,125 @@ error never pay for the control plane, the node, capture or the policies.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import shlex
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
 
 from portal.cli.exits import EXIT_PORTAL, EXIT_SUSPENDED, note
-from portal.cli.placement import Placement, local_only
 from portal.cli.progress import ProgressLine
-from portal.cli.ranks import nproc_option
-from portal.cli.resume_point import resume_point
-from portal.control import silence, wording
-from portal.control.checkpoints import job_checkpoints
+from portal.control import wording
 from portal.control.lineage import output_cuts, superseded_attempts
 from portal.control.output_order import ordered_pieces
-from portal.control.plane import ControlPlane
-from portal.control.store import JobStateConflictError
-from portal.control.views import CARRY_WARNINGS, JobViews, explain_lines, job_row_words
+from portal.control.views import CARRY_WARNINGS, explain_lines, job_row_words
 from portal.core import units
 from portal.core.domain import AttemptState, Job, JobState
 from portal.core.errors import InvalidArgumentError
-from portal.node.launch import NodeStartError, launch_node, resume_workdir
-from portal.node.periodic import checkpoint_every_option, note_periodic_resume
-from portal.node.spool import store_kept
-from portal.providers.local import deliver_notice
+from portal.jobs import NotPlacedError, Placement, Portal, Started
 
 __all__ = ["Cli"]
 
+#: ``portal resume``'s exit status when no offer is left and the job stays suspended.
+EXIT_STAYS = EXIT_SUSPENDED
+#: ``portal run`` and ``portal move``'s exit status when no offer is left: nothing changed.
+EXIT_NOT_PLACED = 1
+
 
 class Cli:
+    """Each ``portal`` command: its options to :class:`portal.jobs.Portal`'s action, and the
+    answer in words."""
+
     def __init__(self) -> None:
-        self.plane = ControlPlane()
-        self.views = JobViews(self.plane)  # what status, explain (and the console) show
+        self.portal = Portal.open()
+        self.plane = self.portal.plane
+        self.views = self.portal.views  # what status, explain (and the console) show
 
     def close(self) -> None:
         """Close the control plane's connection (a command run in process, as tests and
         embedders do, leaves no database open behind it)."""
-        with contextlib.suppress(Exception):
-            self.plane.store.close()
-
-    @property
-    def store(self) -> Any:
-        return self.views.store
+        self.portal.close()
 
     def job(self, ref: str) -> Job:
-        return self.views.job(ref)
+        return self.portal.job(ref)
 
     # --- starting attempts ----------------------------------------------------------------------
 
-    def _spawn_node(self, job: Job, *, resume_from: str | None) -> int:
-        return launch_node(self.plane, job, resume_from=resume_from)
-
     def run(self, options: argparse.Namespace) -> int:
-        script = Path(options.script)
-        if script.is_dir():
-            inside = sorted(p.name for p in script.glob("*.py"))[:3]
-            raise InvalidArgumentError(
-                f"script {options.script!r} is a folder, not a Python file: give the file to run"
-                + (f" (it holds {', '.join(inside)})" if inside else "")
-                + ", e.g. `portal run train.py`",
-                details={"script": options.script},
-            )
-        if not script.is_file():
-            raise InvalidArgumentError(
-                f"script {options.script!r} not found in {Path.cwd()}: give the path of a Python "
-                "file, e.g. `portal run train.py`"
-            )
-        checkpoint_every_option(options.checkpoint_every)
-        if options.no_spot and options.spot_only:
-            raise InvalidArgumentError(
-                "--no-spot and --spot-only ask for opposite machines: give one of them"
-            )
-        placement = Placement(self)
-        placing = (
-            options.memory,
-            options.state_gib,
-            options.gpu,
-            options.on,
-            options.no_spot,
-            options.spot_only,
-            options.plan,
-        )
-        if placement.enabled and any(placing):
-            # Placed on the cloud's offers when asked to be; otherwise it starts here, and the
-            # offers count from its first resume or move.
-            return placement.run(options, str(Path.cwd().resolve()))
-        for flag, given in (
-            (f"--on {options.on}", options.on),
-            (f"--gpu {options.gpu}", options.gpu),
-            ("--spot-only", options.spot_only),
-        ):
-            if given:
-                raise local_only(flag, "", script=options.script)
-        if options.plan:
-            print("D8 choice: this machine (local, on-demand); nothing else is installed")
-            return 0
-        job = self.plane.create_job(
-            script=options.script,
+        placement = _placement(options, state_gib=options.state_gib)
+        asked = dict(
             args=options.args,
-            workdir=Path.cwd(),
             name=options.name,
-            memory_gib=options.memory,
-            state_gib=options.state_gib,
-            nproc_per_node=nproc_option(options.nproc_per_node),
+            placement=placement,
+            checkpoint_every=options.checkpoint_every,
         )
-        try:
-            self.store.create_job_key(job.id)
-            attempt = self._spawn_node(job, resume_from=None)
-        except BaseException as exc:  # nothing runs: the job must not look as if it did
-            self.plane.set_state(job.id, JobState.FAILED)
-            self.plane.record(
-                job.id, "start-failed", f"job {job.id} did not start: {type(exc).__name__}: {exc}"
-            )
-            raise
-        if options.detach:
-            print(job.id, flush=True)
+        if options.plan:
+            print(self.portal.plan_run(options.script, **asked))
             return 0
-        note(f"job {job.id} started" + (f" ({job.name})" if job.name else ""))
-        return self.follow(job, attempt)
+        try:
+            started = self.portal.run(
+                options.script, nproc_per_node=options.nproc_per_node, **asked
+            )
+        except NotPlacedError as exc:
+            _say(exc.said)
+            note(exc.outcome)
+            return EXIT_NOT_PLACED
+        _say(started.said)
+        return self._started(started, "started", options.detach)
 
     def resume(self, options: argparse.Namespace) -> int:
-        if options.no_spot and options.spot_only:
-            raise InvalidArgumentError(
-                "--no-spot and --spot-only ask for opposite machines: give one of them"
-            )
-        job = self.job(options.job)
-        placement = Placement(self)
-        if not placement.enabled:
-            for flag, given in (
-                (f"--gpu {options.gpu}", options.gpu),
-                (f"--on {options.on}", options.on),
-                (f"--memory {options.memory:g}" if options.memory else "", options.memory),
-                ("--spot-only", options.spot_only),
-            ):
-                if given:
-                    raise local_only(flag, options.job)
-        if options.workdir is not None and placement.enabled:
-            raise InvalidArgumentError(
-                f"--workdir {options.workdir}: a simulated machine runs the job in a directory of "
-                "its own; --workdir is for a resume on this machine"
-            )
-        checkpoint_every_option(options.checkpoint_every)
-        # A lost job (its machine gone without notice) resumes too, from its last complete
-        # checkpoint: a periodic one, typically.
-        resumable = [JobState.SUSPENDED, JobState.LOST]
-        ended = (JobState.FAILED, JobState.CANCELLED)
-        if job.state in ended and options.checkpoint:
-            resumable.append(job.state)  # a checkpoint the user names: their choice, said below
-        elif job.state not in resumable:
-            recorded = self.views.recorded_checkpoint(job)
-            raise _not_resumable(
-                job.id, job.state, options.job, checkpointed=recorded is not None, job=job
-            )
-        stored = store_kept(self.plane, self.store, job)  # a paused attempt's unstored checkpoint
-        if stored is not None:
-            note(f"stored checkpoint {stored.checkpoint_id}, kept locally when its upload failed")
-        ref = resume_point(
-            self.plane,
-            self.store,
-            job,
-            options.checkpoint,
-            options.job,
+        placement = _placement(options)
+        asked = dict(
+            checkpoint=options.checkpoint,
             use_earlier=options.use_earlier,
+            placement=placement,
+            checkpoint_every=options.checkpoint_every,
             confirm=_confirm if _interactive() else None,
         )
-        if job.state in ended:
-            note(
-                f"job {job.id} is {job.state}; resuming it from checkpoint {ref.checkpoint_id}, "
-                "as you asked"
-            )
-        if placement.enabled:
-            return placement.resume(job, ref, options)
         if options.plan:
-            for line in self._plan_lines(job, ref, no_spot=options.no_spot):
-                print(line)
+            plan, said = self.portal.plan_resume(options.job, workdir=options.workdir, **asked)
+            _say(said)
+            print(plan)
             return 0
-        resume_workdir(self.plane, job, options.workdir, options.job)  # refused: nothing changed
         try:
-            self.plane.set_state(job.id, JobState.RUNNING, expect=resumable)
-        except JobStateConflictError:  # another resume (or a node) changed it meanwhile
-            raise _not_resumable(job.id, self.plane.job(job.id).state, options.job) from None
-        note_periodic_resume(self.plane, self.store, job, ref)
-        self.plane.record(
-            job.id,
-            "resuming",
-            f"resuming from checkpoint {ref.checkpoint_id} on this machine (local, on-demand)",
-            checkpoint=ref.checkpoint_id,
+            started = self.portal.resume(options.job, workdir=options.workdir, **asked)
+        except NotPlacedError as exc:
+            _say(exc.said)
+            note(exc.outcome)
+            return EXIT_STAYS
+        _say(started.said)
+        return self._started(
+            started, f"resuming from checkpoint {started.checkpoint}", options.detach
         )
-        try:
-            attempt = self._spawn_node(job, resume_from=ref.checkpoint_id)
-        except NodeStartError as exc:
-            self.plane.set_state(job.id, job.state, expect=[JobState.RUNNING])
-            self.plane.record(
-                job.id, "resume-failed", f"{exc}; the job stays {job.state}", error=exc.to_dict()
-            )
-            raise
-        if options.detach:
+
+    def _started(self, started: Started, doing: str, detach: bool) -> int:
+        """``--detach``: the job's id, for scripts; else its output followed to its end."""
+        job = started.job
+        if detach:
             print(job.id, flush=True)
             return 0
-        note(f"job {job.id} resuming from checkpoint {ref.checkpoint_id}")
-        return self.follow(job, attempt)
-
-    def _plan_lines(self, job: Job, ref: Any, *, no_spot: bool) -> list[str]:
-        return [
-            f"D1 resume job {job.id}" + (" --no-spot" if no_spot else ""),
-            f"D2 state: {units.size(ref.size_bytes)}, its checkpoint as stored "
-            f"({ref.checkpoint_id})",
-            "D3 offers considered: this machine (local, on-demand); no cloud offers installed",
-            "D8 would resume on this machine (local, on-demand: no notice to fit)",
-        ]
+        where = "" if started.machine == "local" else f" on {started.machine}"
+        named = f" ({job.name})" if job.name and doing == "started" else ""
+        note(f"job {job.id} {doing}{where}{named}")
+        return self.follow(job, started.attempt)
 
     def move(self, options: argparse.Namespace) -> int:
-        return Placement(self).move(self.job(options.job), options)
+        placement = _placement(options)
+        if options.plan:
+            print(self.portal.plan_move(options.job, placement=placement))
+            return 0
+        try:
+            moved = self.portal.move(options.job, placement=placement)
+        except NotPlacedError as exc:
+            _say(exc.said)
+            note(exc.outcome)
+            return EXIT_NOT_PLACED
+        _say(moved.said)
+        note(
+            f"job {moved.job.id} moved from {moved.source} to {moved.target} (checkpoint "
+            f"{moved.checkpoint})"
+        )
+        return 0
 
     # --- following output -----------------------------------------------------------------------
 
@@ -265,18 +167,11 @@ class Cli:
     # --- reading -------------------------------------------------------------------------------
 
     def notice(self, options: argparse.Namespace) -> int:
-        job = self.job(options.job)
-        if job.state not in (JobState.RUNNING, JobState.PAUSING):
-            raise InvalidArgumentError(
-                f"job {job.id} is {job.state}: a notice goes to a running job's machine"
-            )
-        # A notice asks for a suspend: refused while the node is silent, in the rules' words.
-        silence.refuse_while_silent(self.plane, job, f"suspending job {job.id}")
-        seconds = (
-            options.seconds if options.seconds is not None else self.plane.settings.notice_default_s
+        sent = self.portal.notice(options.job, options.seconds)
+        note(
+            f"notice {sent.notice_id} delivered to job {sent.job.id}'s machine: it goes in "
+            f"{sent.seconds:g} s"
         )
-        notice = deliver_notice(self.plane.paths(job.id).notices, seconds=seconds)
-        note(f"notice {notice.id} delivered to job {job.id}'s machine: it goes in {seconds:g} s")
         return 0
 
     def status_data(self, job: Job) -> dict[str, Any]:
@@ -341,17 +236,12 @@ class Cli:
         return 0
 
     def wait(self, options: argparse.Namespace) -> int:
-        end = None if options.timeout is None else time.monotonic() + options.timeout
-        while True:
-            job = self.job(options.job)
-            if job.state not in (JobState.RUNNING, JobState.PAUSING):
-                print(job.state)
-                return 0
-            if end is not None and time.monotonic() >= end:
-                print(job.state)
-                note(f"job {job.id} is still {job.state} after {options.timeout:g} s")
-                return 1
-            time.sleep(0.1)
+        job = self.portal.wait(options.job, timeout=options.timeout)
+        print(job.state)
+        if job.state in (JobState.RUNNING, JobState.PAUSING):
+            note(f"job {job.id} is still {job.state} after {options.timeout:g} s")
+            return 1
+        return 0
 
     def logs(self, options: argparse.Namespace) -> int:
         """``portal logs JOB [-f] [--stream both|stdout|stderr]``: every attempt's output, its
@@ -438,7 +328,7 @@ class Cli:
     def checkpoints(self, options: argparse.Namespace) -> int:
         """``portal checkpoints JOB [--verify] [--json]``: each checkpoint, its state and why."""
         job = self.job(options.job)
-        views = job_checkpoints(self.plane, self.store, job.id, verify=options.verify)
+        views = self.portal.checkpoints(job, verify=options.verify)
         if options.json:
             print(json.dumps([v.to_dict() for v in views], indent=2))
             return 0
@@ -568,27 +458,7 @@ class Cli:
         return 1 if failures or any("error" in r for r in rows) else 0
 
     def cancel(self, options: argparse.Namespace) -> int:
-        job = self.job(options.job)
-        if job.state.is_final:
-            note(f"job {job.id} is already {job.state}")
-            return 0
-        attempts = self.plane.store.attempts(job.id)
-        if attempts and attempts[-1].state is AttemptState.RUNNING:
-            pid_file = self.plane.paths(job.id).attempt(attempts[-1].number) / "node.pid"
-            with contextlib.suppress(OSError, ValueError):
-                os.kill(int(pid_file.read_text()), signal.SIGKILL)  # its job dies with it
-            self.plane.store.end_attempt(
-                job.id,
-                attempts[-1].number,
-                state=AttemptState.FAILED,
-                at=self.plane.clock.now(),
-                exit_code=None,
-            )
-        self.plane.set_state(job.id, JobState.CANCELLED)
-        kept = self.views.recorded_checkpoint(job) is not None
-        said = "its checkpoints are kept" if kept else "it had no checkpoint"
-        self.plane.record(job.id, "cancelled", f"cancelled by the user; {said}")
-        note(f"job {job.id} cancelled ({said})")
+        note(self.portal.cancel(options.job).message)
         return 0
 
     # --- the console and the MCP server (the portal-console distribution) -----------------------
@@ -601,7 +471,7 @@ class Cli:
         )
 
     def mcp(self, options: argparse.Namespace) -> int:
-        return int(_console_part("mcp_server").serve(self.views))
+        return int(_console_part("mcp_server").serve(self.portal))
 
 
 def _console_part(name: str) -> Any:
@@ -711,23 +581,19 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def _not_resumable(
-    job_id: str, state: JobState, ref: str, *, checkpointed: bool = True, job: Job | None = None
-) -> InvalidArgumentError:
-    """Why a job in ``state`` does not resume: the same words whether the CLI saw the state
-    itself or lost a race to another resume that changed it first. A failed or cancelled job
-    resumes from a checkpoint the user names, if it has one (``checkpointed``); else the way on
-    is to run its script again."""
-    also = ""
-    if state in (JobState.FAILED, JobState.CANCELLED) and checkpointed:
-        also = (
-            f"; a {state} job resumes from a checkpoint you name: `portal resume {ref} "
-            "--checkpoint ID` (`portal status` lists them)"
-        )
-    elif state in (JobState.FAILED, JobState.CANCELLED) and job is not None:
-        again = "portal run " + shlex.join([job.script, *job.args])
-        also = f"; it has no checkpoint to resume from: run it again with `{again}`"
-    return InvalidArgumentError(
-        f"job {job_id} is {state}, not suspended: only a suspended job resumes "
-        f"(`portal status` shows its state){also}"
+def _placement(options: argparse.Namespace, *, state_gib: float | None = None) -> Placement:
+    """What the placement flags ask (``--state-gib`` is ``portal run``'s alone)."""
+    return Placement(
+        on=options.on,
+        gpu=options.gpu,
+        no_spot=options.no_spot,
+        spot_only=options.spot_only,
+        memory_gib=options.memory,
+        state_gib=state_gib,
     )
+
+
+def _say(said: tuple[str, ...]) -> None:
+    """What an action had to tell the person, in order."""
+    for text in said:
+        note(text)

@@ -16,6 +16,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -142,7 +143,7 @@ def launch_node(
     cwd = node_dir or workdir
     with (directory / "node.log").open("ab") as log:
         try:
-            subprocess.Popen(
+            node = subprocess.Popen(
                 command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -164,6 +165,9 @@ def launch_node(
                 f"{exc.strerror or exc}",
                 details={"job_id": job.id, "attempt": attempt.number, "cwd": str(cwd)},
             ) from exc
+    # The node outlives this call (and a command's process), but while this process lives it is
+    # its child: reaped when it ends, so that a scheduler embedding Portal gathers no zombies.
+    threading.Thread(target=node.wait, name=f"reap node {job.id}", daemon=True).start()
     return attempt.number
 
 

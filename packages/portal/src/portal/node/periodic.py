@@ -73,15 +73,19 @@ def remember_interval(plane: Any, job_id: str, text: str, origin: str) -> None:
 #: ``--checkpoint-every`` of ``portal run`` and ``portal resume``: (names, options) for argparse.
 
 
-def checkpoint_every_option(given: str | None) -> None:
-    """Validate ``--checkpoint-every`` (else PORTAL_CHECKPOINT_EVERY) and hand it to the node
-    through the environment (``launch_node`` remembers it for the job's resumes)."""
+def checkpoint_every_option(
+    given: str | None, environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Validate a job's periodic-checkpoint interval (``--checkpoint-every``, else
+    PORTAL_CHECKPOINT_EVERY in ``environ``, default this process's) and return what the node's
+    environment gets for it (``launch_node`` remembers it for the job's resumes)."""
+    env = os.environ if environ is None else environ
     origin = "--checkpoint-every"
     text = given
     if text is None:
-        text, origin = os.environ.get(EVERY_ENV, "").strip() or None, EVERY_ENV
+        text, origin = env.get(EVERY_ENV, "").strip() or None, EVERY_ENV
     if text is None:
-        return
+        return {}
     try:
         checkpoint_every(text)
     except ValueError as why:
@@ -90,7 +94,7 @@ def checkpoint_every_option(given: str | None) -> None:
             "`portal run --checkpoint-every 10m train.py`",
             details={"option": origin, "value": text},
         ) from None
-    os.environ[EVERY_ENV] = text.strip()
+    return {EVERY_ENV: text.strip()}
 
 
 def note_periodic_resume(plane: Any, store: Any, job: Any, ref: Any) -> None:

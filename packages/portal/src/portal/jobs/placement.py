@@ -1,5 +1,5 @@
-"""Where ``portal run``, ``portal resume`` and ``portal move`` put a job: the planner over the
-installed offers.
+"""Where :meth:`Portal.run`, :meth:`Portal.resume` and :meth:`Portal.move` (``portal run``,
+``portal resume``, ``portal move``) put a job: the planner over the installed offers.
 
 With ``cloud: simulated`` (``PORTAL_CLOUD=simulated``) the offers are the simulated cloud's
 (:mod:`portal.sim`); a plan is made by :class:`portal.policies.Planner` with the job's state
@@ -7,7 +7,8 @@ measured and named (a suspended job's checkpoint as stored; for a running job th
 rehearsal, else its resident memory now), the pools that reclaimed a machine in the last
 30 minutes left out (the control plane records reclaims), and the simulated save rates standing
 in for the node's measured ones. The plan's events (``spot aws c7i.large (us-east-1) skipped:
-...``) go to the job's log; ``--plan`` prints its D lines and changes nothing.
+...``) go to the job's log; its warnings come back to the caller (``said``); a plan asked for
+alone (``--plan``) is rendered as its D lines and changes nothing. Nothing here prints.
 
 A brand-new job run with a placement flag (``portal run --memory GIB``, ``--state-gib GIB``,
 ``--gpu``, ``--on``, ``--no-spot``, ``--spot-only``, ``--plan``) is placed on the offers; without one it starts on this machine and the
@@ -16,28 +17,27 @@ for (``--state-gib``), a guess, so a spot offer whose notice could not save that
 with a warning that names the figure. A job run with ``--spot-only`` keeps that wish for every
 later resume and move (the ``spot-only`` event of its log records it).
 
-Without a cloud, Portal places jobs on this machine only: the CLI keeps its local resume, and
-the options that need offers say so.
+Without a cloud, Portal places jobs on this machine only: :mod:`portal.jobs.session` keeps its
+local resume, and the options that need offers say so.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import time
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from portal.cli.exits import EXIT_SUSPENDED, note
-from portal.cli.ranks import nproc_option
-from portal.control import silence, wording
+from portal.control import wording
 from portal.control.carry import probe_settings_for_job
 from portal.control.plane import ControlPlane
 from portal.control.store import new_job_id
 from portal.control.views import MOVE_EVENTS
-from portal.core.domain import CapacityClass, Job, JobState, Offer
+from portal.core.domain import CapacityClass, CheckpointRef, Job, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.specs import StateMeasure
+from portal.jobs.results import Moved, NotPlacedError, Placement, Started
 from portal.node.launch import launch_node
 from portal.node.measure import memory_bytes
 from portal.policies import (
@@ -53,16 +53,15 @@ from portal.sim.machines import Machine, SimulatedMachines
 from portal.sim.outgrow import node_environ
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
 
-__all__ = ["EXIT_STAYS", "Placement", "local_only"]
+__all__ = ["OnOffers", "local_only", "offers_installed"]
 
-#: ``portal resume``'s exit status when no offer is left and the job stays suspended.
-EXIT_STAYS = EXIT_SUSPENDED
-#: ``portal move``'s exit status when no offer is left and the job stays where it is.
-EXIT_NOT_MOVED = 1
-#: ``portal run``'s exit status when no offer is left and the job is not started.
-EXIT_NOT_PLACED = 1
-#: How long ``portal move`` waits past the pause notice for the job to be suspended.
+#: How long a move waits past the pause notice for the job to be suspended.
 _MOVE_GRACE_S = 60.0
+
+
+def offers_installed(plane: ControlPlane) -> bool:
+    """Whether any cloud's offers are installed (today: the simulated cloud)."""
+    return plane.settings.cloud == "simulated"
 
 
 def local_only(
@@ -84,30 +83,22 @@ def local_only(
     )
 
 
-class Launcher(Protocol):
-    """What placement needs of the CLI: the control plane, the store, its jobs, following."""
+class OnOffers:
+    """Plans and carries out runs, resumes and moves over the installed offers.
 
-    plane: ControlPlane
+    ``job``: a job by reference, settled first (:meth:`JobViews.job`); ``store``: the
+    checkpoint store, opened by the session on first use."""
 
-    @property
-    def store(self) -> Any: ...
-
-    def follow(self, job: Job, attempt: int) -> int: ...
-
-    def job(self, ref: str) -> Job: ...
-
-
-class Placement:
-    """Plans and carries out resumes and moves over the installed offers."""
-
-    def __init__(self, cli: Launcher) -> None:
-        self.cli = cli
-        self.plane = cli.plane
+    def __init__(
+        self, plane: ControlPlane, store: Callable[[], Any], job: Callable[[str], Job]
+    ) -> None:
+        self.plane = plane
+        self._store = store
+        self._job = job
 
     @property
-    def enabled(self) -> bool:
-        """Whether any cloud's offers are installed (today: the simulated cloud)."""
-        return self.plane.settings.cloud == "simulated"
+    def store(self) -> Any:
+        return self._store()
 
     @functools.cached_property
     def placing(self) -> SimulatedPlacing:
@@ -156,7 +147,7 @@ class Placement:
                 pid = int(event.data["pid"])  # the latest attempt's job process
             elif event.kind in MOVE_EVENTS:
                 moved_at = event.at
-        latest = self.cli.store.latest_complete(job.id)
+        latest = self.store.latest_complete(job.id)
         if latest is not None:
             moved = moved_at is not None and moved_at <= float(latest.created_at)
             figure = Figure.LAST_MOVE_CAPSULE if moved else Figure.CHECKPOINT_AS_STORED
@@ -170,30 +161,29 @@ class Placement:
             )
         return choose(samples)
 
-    # --- carrying it out -----------------------------------------------------------------------
+    # --- plans ----------------------------------------------------------------------------------
 
-    def _record(self, plan: Plan) -> None:
+    def _record(self, plan: Plan) -> tuple[str, ...]:
         """The plan's events to the job's log; its warnings (an exact ``--on`` over the bound)
-        also to the user, who chose it."""
+        back to the caller, who chose it."""
         for event in plan.events(self.plane.clock.now()):
             self.plane.record(event.job_id, event.kind, event.message, event.data)
-        for warning in plan.warnings:
-            note(f"warning: {warning}")
+        return tuple(f"warning: {warning}" for warning in plan.warnings)
 
-    def _request(self, action: Action, job: Job, options: argparse.Namespace) -> PlacementRequest:
-        """A resume's or move's request from its flags; a spot-only job stays spot only unless
-        this command says where (``--on``) or says on-demand (``--no-spot``)."""
-        kept = self.spot_only(job) and not options.no_spot and options.on is None
+    def _request(self, action: Action, job: Job, placement: Placement) -> PlacementRequest:
+        """A resume's or move's request; a spot-only job stays spot only unless this one says
+        where (``on``) or says on-demand (``no_spot``)."""
+        kept = self.spot_only(job) and not placement.no_spot and placement.on is None
         return PlacementRequest.from_flags(
             action,
-            on=options.on,
-            gpu=options.gpu,
-            no_spot=options.no_spot,
-            spot_only=options.spot_only or kept,
-            memory_gib=options.memory,
+            on=placement.on,
+            gpu=placement.gpu,
+            no_spot=placement.no_spot,
+            spot_only=placement.spot_only or kept,
+            memory_gib=placement.memory_gib,
         )
 
-    def _render(self, plan: Plan) -> str:
+    def render(self, plan: Plan) -> str:
         """The plan as ``--plan`` prints it, with the checkpoint check's rehearsal line when
         ``capture_probe = full`` and the plan picks spot (the job's environment is this one)."""
         lines = [plan.render()]
@@ -204,23 +194,55 @@ class Placement:
                 lines.append(wording.plan_no_rehearsal(chosen.describe()))
         return "\n".join(lines)
 
-    def _chosen(self, plan: Plan, options: argparse.Namespace, stays: int) -> Offer | int:
-        """The offer to carry the plan out on, or the exit status: ``--plan`` prints it (0);
-        otherwise it is recorded, and with nothing chosen the reason is said (``stays``)."""
-        if options.plan:
-            print(self._render(plan))
-            return 0
-        self._record(plan)
-        if plan.chosen is None:
-            note(plan.outcome)
-            return stays
-        return plan.chosen
-
     def spot_only(self, job: Job) -> bool:
         """Whether the job was run with ``--spot-only`` (its log's ``spot-only`` event)."""
         return any(event.kind == SPOT_ONLY_EVENT for _, event in self.plane.store.events(job.id))
 
-    def _start(self, job: Job, machine: Machine, plan: Plan, *, resume_from: str | None) -> int:
+    def _draft(
+        self,
+        script: str,
+        args: tuple[str, ...],
+        name: str | None,
+        workdir: str,
+        placement: Placement,
+    ) -> Job:
+        return Job(
+            id=new_job_id(),
+            name=name,
+            script=script,
+            args=args,
+            workdir=workdir,
+            created_at=self.plane.clock.now(),
+            memory_gib=placement.memory_gib,
+            state_gib=placement.state_gib,
+        )
+
+    def plan_run(
+        self, script: str, args: tuple[str, ...], name: str | None, workdir: str,
+        placement: Placement,
+    ) -> Plan:  # fmt: skip
+        """The plan a new job would get (nothing changes)."""
+        draft = self._draft(script, args, name, workdir, placement)
+        return self.placing.plan(draft, _run_request(placement), None)
+
+    def plan_resume(self, job: Job, ref: CheckpointRef, placement: Placement) -> Plan:
+        return self.placing.plan(
+            job, self._request(Action.RESUME, job, placement), self.stored_measure(ref)
+        )
+
+    def plan_move(self, job: Job, placement: Placement) -> Plan:
+        current = self.machines.of_job(job.id)
+        return self.placing.plan(
+            job,
+            self._request(Action.MOVE, job, placement),
+            self.running_measure(job),
+            current.offer if current else None,
+        )
+
+    # --- carrying them out ----------------------------------------------------------------------
+
+    def _start(self, job: Job, machine: Machine, plan: Plan, *, resume_from: str | None,
+               environ: dict[str, str]) -> int:  # fmt: skip
         # A new job starts in the directory it was run from (its files are there); a resumed one
         # in the machine's own directory, where its working-directory files arrive with the
         # checkpoint, as on a fresh cloud machine.
@@ -230,7 +252,7 @@ class Placement:
             resume_from=resume_from,
             machine=machine.name,
             node_dir=machine.directory if resume_from is not None else None,
-            environ=node_environ(machine),
+            environ={**environ, **node_environ(machine)},
         )
         on = plan.request.on
         self.machines.assign(
@@ -242,45 +264,26 @@ class Placement:
         )
         return attempt
 
-    def run(self, options: argparse.Namespace, workdir: str) -> int:
-        """``portal run [--memory GIB] [--state-gib GIB] [--gpu MODEL] [--on SPEC] [--no-spot]
-        [--spot-only] [--plan] SCRIPT``
-        on the offers: planned by what the job asks for, started on a provisioned machine."""
-        request = PlacementRequest.from_flags(
-            Action.RUN,
-            on=options.on,
-            gpu=options.gpu,
-            no_spot=options.no_spot,
-            spot_only=options.spot_only,
-        )
-        draft = Job(
-            id=new_job_id(),
-            name=options.name,
-            script=options.script,
-            args=tuple(options.args),
-            workdir=workdir,
-            created_at=self.plane.clock.now(),
-            memory_gib=options.memory,
-            state_gib=options.state_gib,
-        )
-        plan = self.placing.plan(draft, request, None)
-        if options.plan:
-            print(self._render(plan))
-            return 0
+    def run(
+        self, script: str, args: tuple[str, ...], name: str | None, workdir: str,
+        placement: Placement, nproc_per_node: int | None, environ: dict[str, str],
+    ) -> Started:  # fmt: skip
+        """A new job planned by what it asks for, started on a provisioned machine."""
+        request = _run_request(placement)
+        plan = self.plan_run(script, args, name, workdir, placement)
         if plan.chosen is None:
-            note(f"{plan.outcome}; the job was not started")
-            return EXIT_NOT_PLACED
+            raise NotPlacedError(f"{plan.outcome}; the job was not started")
         job = self.plane.create_job(
-            script=options.script,
-            args=options.args,
+            script=script,
+            args=args,
             workdir=workdir,
-            name=options.name,
-            memory_gib=options.memory,
-            state_gib=options.state_gib,
-            nproc_per_node=nproc_option(options.nproc_per_node),
+            name=name,
+            memory_gib=placement.memory_gib,
+            state_gib=placement.state_gib,
+            nproc_per_node=nproc_per_node,
         )
-        self.cli.store.create_job_key(job.id)
-        if options.spot_only:
+        self.store.create_job_key(job.id)
+        if placement.spot_only:
             self.plane.record(
                 job.id,
                 SPOT_ONLY_EVENT,
@@ -289,11 +292,10 @@ class Placement:
                 spot_only=True,
             )
         plan = self.placing.plan(job, request, None)  # the same plan, now for the job's log
-        self._record(plan)
+        said = self._record(plan)
         if plan.chosen is None:  # the offers changed in between: nothing was started
             self.plane.set_state(job.id, JobState.FAILED, expect=[JobState.RUNNING])
-            note(f"{plan.outcome}; the job was not started")
-            return EXIT_NOT_PLACED
+            raise NotPlacedError(f"{plan.outcome}; the job was not started", said=said, job=job.id)
         machine = self.machines.provision(plan.chosen)
         self.plane.record(
             job.id,
@@ -302,20 +304,19 @@ class Placement:
             machine=machine.id,
             pool=plan.chosen.pool,
         )
-        attempt = self._start(job, machine, plan, resume_from=None)
-        if options.detach:
-            print(job.id, flush=True)
-            return 0
-        note(f"job {job.id} started on {machine.name}" + (f" ({job.name})" if job.name else ""))
-        return self.cli.follow(job, attempt)
+        attempt = self._start(job, machine, plan, resume_from=None, environ=environ)
+        return Started(job=job, attempt=attempt, machine=machine.name, said=said)
 
-    def resume(self, job: Job, ref: Any, options: argparse.Namespace) -> int:
-        """``portal resume JOB [--gpu G] [--on SPEC] [--no-spot] [--plan]`` on the offers."""
-        request = self._request(Action.RESUME, job, options)
-        plan = self.placing.plan(job, request, self.stored_measure(ref))
-        chosen = self._chosen(plan, options, EXIT_STAYS)
-        if isinstance(chosen, int):
-            return chosen
+    def resume(
+        self, job: Job, ref: CheckpointRef, placement: Placement, environ: dict[str, str],
+        said: tuple[str, ...],
+    ) -> Started:  # fmt: skip
+        """A suspended job resumed on the offer its plan chose."""
+        plan = self.plan_resume(job, ref, placement)
+        said += self._record(plan)
+        if plan.chosen is None:
+            raise NotPlacedError(plan.outcome, said=said, job=job.id)
+        chosen = plan.chosen
         self.machines.release_idle()
         self.plane.set_state(job.id, JobState.RUNNING, expect=[JobState.SUSPENDED])
         machine = self.machines.provision(chosen)
@@ -327,34 +328,23 @@ class Placement:
             machine=machine.id,
             pool=chosen.pool,
         )
-        attempt = self._start(job, machine, plan, resume_from=ref.checkpoint_id)
-        if options.detach:
-            print(job.id, flush=True)
-            return 0
-        note(f"job {job.id} resuming from checkpoint {ref.checkpoint_id} on {machine.name}")
-        return self.cli.follow(job, attempt)
-
-    def move(self, job: Job, options: argparse.Namespace) -> int:
-        """``portal move JOB [--on SPEC] [--no-spot] [--plan]``: pause it, resume it elsewhere."""
-        ref_text = job.name or job.id
-        if not self.enabled:
-            raise local_only(f"portal move {ref_text}", ref_text, move=True)
-        if job.state is not JobState.RUNNING:
-            raise InvalidArgumentError(
-                f"job {job.id} is {job.state}, not running: only a running job moves; a "
-                f"suspended one resumes where you choose (`portal resume {ref_text} --on SPEC`)",
-                details={"job": job.id, "state": str(job.state)},
-            )
-        # A move asks for a suspend first: refused while the node is silent, in the rules' words.
-        silence.refuse_while_silent(self.plane, job, f"moving job {job.id}")
-        request = self._request(Action.MOVE, job, options)
-        current = self.machines.of_job(job.id)
-        plan = self.placing.plan(
-            job, request, self.running_measure(job), current.offer if current else None
+        attempt = self._start(job, machine, plan, resume_from=ref.checkpoint_id, environ=environ)
+        return Started(
+            job=job,
+            attempt=attempt,
+            machine=machine.name,
+            checkpoint=ref.checkpoint_id,
+            said=said,
         )
-        chosen = self._chosen(plan, options, EXIT_NOT_MOVED)
-        if isinstance(chosen, int):
-            return chosen
+
+    def move(self, job: Job, placement: Placement) -> Moved:
+        """Pause the running job and resume it on the offer its plan chose."""
+        plan = self.plan_move(job, placement)
+        said = self._record(plan)
+        if plan.chosen is None:
+            raise NotPlacedError(plan.outcome, said=said, job=job.id)
+        chosen = plan.chosen
+        current = self.machines.of_job(job.id)
         target = self.machines.provision(chosen)
         where = current.name if current is not None else "this machine (local)"
         self.plane.record(
@@ -376,9 +366,15 @@ class Placement:
             machine=target.id,
             pool=chosen.pool,
         )
-        self._start(job, target, plan, resume_from=ref.checkpoint_id)
-        note(f"job {job.id} moved from {where} to {target.name} (checkpoint {ref.checkpoint_id})")
-        return 0
+        attempt = self._start(job, target, plan, resume_from=ref.checkpoint_id, environ={})
+        return Moved(
+            job=job,
+            attempt=attempt,
+            source=where,
+            target=target.name,
+            checkpoint=ref.checkpoint_id,
+            said=said,
+        )
 
     def _pause_for_move(self, job: Job, target: Machine, where: str) -> Any:
         """Pause the job on its machine (a notice of the default length) and wait for it."""
@@ -399,11 +395,11 @@ class Placement:
         end = time.monotonic() + seconds + _MOVE_GRACE_S
         state = job.state
         while time.monotonic() < end:
-            state = self.cli.job(job.id).state
+            state = self._job(job.id).state
             if state not in (JobState.RUNNING, JobState.PAUSING):
                 break
             time.sleep(0.1)
-        ref = self.cli.store.latest_complete(job.id) if state is JobState.SUSPENDED else None
+        ref = self.store.latest_complete(job.id) if state is JobState.SUSPENDED else None
         if ref is None:
             self.machines.release(target.id)
             raise PortalError(
@@ -413,3 +409,13 @@ class Placement:
                 details={"job": job.id, "state": str(state)},
             )
         return ref
+
+
+def _run_request(placement: Placement) -> PlacementRequest:
+    return PlacementRequest.from_flags(
+        Action.RUN,
+        on=placement.on,
+        gpu=placement.gpu,
+        no_spot=placement.no_spot,
+        spot_only=placement.spot_only,
+    )

@@ -1,0 +1,29 @@
+"""Portal as a library: :class:`Portal` runs, notices, resumes, moves, cancels and reads jobs,
+for the ``portal`` command, the console, the MCP server and schedulers that embed Portal.
+
+    from portal.jobs import Portal
+
+    with Portal.open() as portal:
+        started = portal.run("train.py", ["--epochs", "3"])
+        portal.notice(started.job, seconds=30)
+        if portal.wait(started.job).state == "suspended":
+            portal.resume(started.job)
+
+Every action answers with a typed value (:mod:`portal.jobs.results`) or raises a
+:class:`portal.core.errors.PortalError` with its stable code; none prints. See
+docs/embedding.md.
+"""
+
+from portal.jobs.results import Cancelled, Moved, NoticeSent, NotPlacedError, Placement, Started
+from portal.jobs.session import JobRef, Portal
+
+__all__ = [
+    "Cancelled",
+    "JobRef",
+    "Moved",
+    "NotPlacedError",
+    "NoticeSent",
+    "Placement",
+    "Portal",
+    "Started",
+]
