@@ -201,9 +201,10 @@ def test_acting_tools_only_with_the_setting_and_each_does_what_the_persons_comma
     assert structured(noticed)["said"].startswith("notice ")
     answer = structured(resumed)
     assert (answer["job"], answer["attempt"], answer["machine"]) == (job, 2, "local")
-    assert answer["checkpoint"] == json.loads(portal("status", job, "--json").stdout)[
-        "attempts"
-    ][1]["resumed_from"]
+    assert (
+        answer["checkpoint"]
+        == json.loads(portal("status", job, "--json").stdout)["attempts"][1]["resumed_from"]
+    )
     wait_state(portal, job, "done")
     plain = subprocess.run(
         [sys.executable, "steps.py", "200"],

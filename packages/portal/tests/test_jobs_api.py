@@ -5,6 +5,7 @@ stable code, and prints nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -36,10 +37,8 @@ def portal(tmp_path: Path) -> Iterator[Portal]:
     with Portal.open(tmp_path / "home") as opened:
         yield opened
     for pid_file in (tmp_path / "home" / "jobs").glob("*/attempts/*/node.pid"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             os.kill(int(pid_file.read_text()), 9)
-        except (OSError, ValueError):
-            pass
 
 
 def _output(portal: Portal, job_id: str) -> bytes:
@@ -131,5 +130,5 @@ def test_refusals_are_errors_with_their_codes_and_the_clis_words(
     with pytest.raises(InvalidArgumentError, match="it has no checkpoint to resume from"):
         portal.resume(started.job)
     settings = Settings.load(environ={**os.environ, "PORTAL_HOME": str(tmp_path / "other")})
-    with pytest.raises(PortalError, match="home .* and the settings' home .* differ"):
+    with pytest.raises(PortalError, match=r"home .* and the settings' home .* differ"):
         Portal.open(tmp_path / "home", settings=settings)

@@ -133,8 +133,9 @@ def _add_actions(server: MCPServer[Any], portal: Portal) -> None:
         checkpointed and suspended (`portal notice JOB [--seconds S]`)."""
         with _told():
             sent = portal.notice(job, seconds)
+        length = "" if seconds is None else f" --seconds {seconds:g}"
         return {
-            "command": "portal notice " + job + ("" if seconds is None else f" --seconds {seconds:g}"),
+            "command": f"portal notice {job}{length}",
             "job": sent.job.id,
             "notice": sent.notice_id,
             "seconds": sent.seconds,
