@@ -222,6 +222,7 @@ def integration(session: nox.Session) -> None:
     dist.mkdir(parents=True)
     sources = [ROOT / "packages" / p for p in PACKAGES] + [
         ROOT / "examples" / "portal-acme-notices",
+        ROOT / "examples" / "portal-acme-policy",
         ROOT / "examples" / "portal-acme-storage",
     ]
     for src in sources:

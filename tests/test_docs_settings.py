@@ -16,9 +16,20 @@ GUIDE = Path(__file__).resolve().parents[1] / "docs" / "plugins.md"
 _ROW = re.compile(r"^\| `([\w.]+)` \| (?:`(\w+)`)? \| ([^|]*) \| [^|]+ \|$", re.MULTILINE)
 
 
+#: The worked examples in examples/ (installed beside Portal in the integration session): their
+#: own READMEs document their settings; the guide's table is Portal's and its bundled plugins'.
+_EXAMPLES = "portal-acme-"
+
+
 def _registered() -> dict[str, SettingSpec]:
     specs = {spec.name: spec for spec in CORE_SETTINGS}
-    specs.update(Plugins.load().settings())
+    plugins = Plugins.load()
+    examples = {
+        row["name"]
+        for row in plugins.inventory()
+        if row["kind"] == "setting" and row["distribution"].startswith(_EXAMPLES)
+    }
+    specs.update({n: s for n, s in plugins.settings().items() if n not in examples})
     return specs
 
 

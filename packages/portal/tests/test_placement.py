@@ -266,6 +266,93 @@ def test_the_watch_asks_the_policy_registered_as_spot(clock: FakeClock, tmp_path
     plane.store.close()
 
 
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "portal-acme-policy"
+
+
+def _example_policy() -> Any:
+    """examples/portal-acme-policy's plugin module, as its entry point loads it once installed
+    (the integration session installs its wheel and finds it so)."""
+    import importlib.util
+
+    path = EXAMPLE / "src" / "portal_acme_policy" / "plugin.py"
+    spec = importlib.util.spec_from_file_location("portal_acme_policy_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _plane_with_example(home: Path, clock: FakeClock, **values: Any) -> ControlPlane:
+    pm = get_plugin_manager(autoload=False)
+    pm.register(policies_plugin, name="policies")
+    pm.register(_example_policy(), name="acme-policy")
+    plugins = Plugins(pm)
+    settings = Settings.load({"home": str(home), **values}, environ={}, plugins=plugins)
+    return ControlPlane(settings, clock=clock, plugins=plugins)
+
+
+def test_a_third_partys_policy_listed_in_the_setting_watches_like_portals_own(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    """The example policy, its own setting read from the stack, is asked before Portal's spot
+    policy because ``placement.watch`` lists it first; its warning is recorded once, under its
+    name, and spot's move goes on."""
+    plane = _plane_with_example(
+        tmp_path / "home", clock, **{"placement.watch": "acme,spot", "acme.max_gib": 0.00004}
+    )
+    watch = _watched(plane, tmp_path)
+    assert watch.checked(20 * KB, partial=False) == []  # 22 kB: under both
+    decisions = watch.checked(60 * KB, partial=False)  # 66 kB: over acme's cap and spot's bound
+    assert (decisions[0].policy, decisions[0].verdict) == ("acme", Verdict.WARN)
+    assert "passed 4e-05 GiB" in decisions[0].reason
+    assert [d.verdict for d in decisions[1:]] == [Verdict.PROVISION, Verdict.MOVE]
+    assert _kinds(plane, watch.job_id)[-3:] == ["acme.kept", "spot.provision", "spot.move"]
+    plane.store.close()
+
+
+def test_the_default_list_never_asks_a_policy_it_does_not_name(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    plane = _plane_with_example(tmp_path / "home", clock, **{"acme.max_gib": 0.00004})
+    watch = _watched(plane, tmp_path)
+    decisions = watch.checked(60 * KB, partial=False)
+    assert "acme" not in {d.policy for d in decisions}
+    assert "acme.kept" not in _kinds(plane, watch.job_id)
+    plane.store.close()
+
+
+def test_a_listed_policy_no_plugin_registers_is_said_once_and_the_others_still_watch(
+    clock: FakeClock, tmp_path: Path
+) -> None:
+    plane = make_plane(tmp_path / "home", clock, **{"placement.watch": "ghost,spot"})
+    watch = _watched(plane, tmp_path)
+    watch.checked(20 * KB, partial=False)
+    decisions = watch.checked(60 * KB, partial=False)
+    assert [d.verdict for d in decisions] == [Verdict.PROVISION, Verdict.MOVE]
+    missing = [
+        e for _, e in plane.store.events(watch.job_id) if e.kind == "placement.not-installed"
+    ]
+    assert len(missing) == 1 and missing[0].data["policy"] == "ghost"
+    assert "placement.watch" in missing[0].message and "portal plugins" in missing[0].message
+    plane.store.close()
+
+
+def test_the_guides_policy_sample_is_the_tested_examples_code() -> None:
+    """docs/plugins.md shows the example's policy as it is: the sample is its code, word for
+    word, so what the tests above run is what the guide teaches."""
+    import re
+
+    guide = (EXAMPLE.parents[1] / "docs" / "plugins.md").read_text(encoding="utf-8")
+    sample = next(b for b in re.findall(r"```python\n(.*?)```", guide, re.S) if "StateCap" in b)
+    code = (EXAMPLE / "src" / "portal_acme_policy" / "plugin.py").read_text(encoding="utf-8")
+    assert sample.strip() in code
+
+
+def test_a_bad_watch_list_is_refused_with_what_is_accepted(tmp_path: Path) -> None:
+    with pytest.raises(InvalidSettingError, match="is not a policy name"):
+        make_plane(tmp_path / "home", FakeClock(), **{"placement.watch": "spot,no good"})
+
+
 def test_move_when_over_off_warns_once_and_stays(clock: FakeClock, tmp_path: Path) -> None:
     plane = make_plane(tmp_path / "home", clock, **{"spot.move_when_over": False})
     watch = _watched(plane, tmp_path)

@@ -24,6 +24,26 @@ def _share(value: object) -> float:
     return share
 
 
+#: The policies that watch a running job when no setting says otherwise, in the order they are
+#: asked: keeping the job's state safe first, then what it costs.
+WATCHING = ("spot", "return", "cheaper")
+
+
+def _names(value: object) -> tuple[str, ...]:
+    """Policy names in order: a TOML list, or a text with commas (``spot,return,acme``)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError("expected policy names in order, such as spot,return,cheaper")
+    names = tuple(str(item).strip() for item in items if str(item).strip())
+    for name in names:
+        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ValueError(
+                f"{name!r} is not a policy name: give registered names (letters, digits, "
+                "'-', '_'), such as spot,return,cheaper"
+            )
+    return names
+
+
 @hookimpl
 def portal_placement_policies() -> list[PlacementPolicySpec]:
     from portal.policies.cheaper import make_cheaper
@@ -53,6 +73,14 @@ def portal_placement_policies() -> list[PlacementPolicySpec]:
 @hookimpl
 def portal_settings() -> list[SettingSpec]:
     return [
+        SettingSpec(
+            name="placement.watch",
+            parse=_names,
+            default=",".join(WATCHING),
+            env="PORTAL_PLACEMENT_WATCH",
+            description="the placement policies that watch a running job on a cloud's offers, "
+            "by their registered names, asked in this order (a plugin's as Portal's own)",
+        ),
         SettingSpec(
             name="cheaper.move",
             parse=boolean,

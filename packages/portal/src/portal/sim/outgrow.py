@@ -39,6 +39,7 @@ from portal.node.launch import launch_node
 from portal.node.measure import memory_bytes
 from portal.node.observer import OBSERVER_ENV
 from portal.policies import Figure, StateSample, choose
+from portal.policies.plugin import WATCHING
 from portal.providers.local import deliver_notice
 from portal.sim.machines import MACHINE_ENV, Machine
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
@@ -47,11 +48,10 @@ __all__ = ["SpotWatch", "node_environ"]
 
 log = logging.getLogger("portal.sim.outgrow")
 
-#: The placement policies that watch a running job, by their registered names, in the order
-#: they are asked: keeping the job's state safe first, then what it costs.
-WATCH_POLICIES = ("spot", "return", "cheaper")
-#: The settings the watching policies read, passed in their context (see portal.policies.options).
-_POLICY_SETTINGS = ("cheaper.move", "cheaper.min_saving", "return.move")
+#: The setting that lists the placement policies that watch a running job, by their registered
+#: names, in the order they are asked (portal.policies declares it; a plugin's policy is listed
+#: by its name like Portal's own).
+WATCH_SETTING = "placement.watch"
 #: Event kinds, by the verdict (prefixed by the deciding policy's name: ``spot.move``).
 _KINDS = {Verdict.PROVISION: "provision", Verdict.MOVE: "move", Verdict.WARN: "kept"}
 
@@ -74,10 +74,11 @@ class SpotWatch:
         self.placing = SimulatedPlacing(plane)
         self.target: Machine | None = None
         self.moving_policy = ""  # the policy whose move is under way
-        self._warned = False
+        self._warned: set[str] = set()  # the policies whose warning was recorded
+        self._missing: set[str] = set()  # the listed policies said to be not installed
         self._spot_only_job: bool | None = None
         self._unwatched: set[str] = set()
-        self._settings: dict[str, Any] | None = None
+        self._values: dict[str, Any] | None = None
 
     @classmethod
     def for_node(
@@ -143,7 +144,7 @@ class SpotWatch:
         offers = self.placing.offers()
         bounds = self.placing.bounds()
         decided: list[Decision] = []
-        for name in WATCH_POLICIES:
+        for name in self._watching():
             policy = self._policy(name, bounds)
             if policy is None:
                 continue
@@ -155,24 +156,44 @@ class SpotWatch:
                 break  # a move is under way: the others wait for the next check
         return decided
 
-    def _policy_settings(self) -> dict[str, Any]:
-        """The watching policies' settings, as this node's settings stack resolves them."""
-        if self._settings is None:
+    def _settings(self) -> dict[str, Any]:
+        """The settings as this node's settings stack resolves them, the plugins' included."""
+        if self._values is None:
             try:
-                values = self.plane.settings.with_plugins(self.plane.plugins).values
+                self._values = dict(self.plane.settings.with_plugins(self.plane.plugins).values)
             except Exception:  # a bad value was told at the node's start; defaults here
                 log.exception("the placement settings could not be read; defaults apply")
-                values = {}
-            self._settings = {k: values[k] for k in _POLICY_SETTINGS if k in values}
-        return self._settings
+                self._values = {}
+        return self._values
+
+    def _watching(self) -> tuple[str, ...]:
+        """The watching policies' names, in the order they are asked (``placement.watch``)."""
+        return tuple(self._settings().get(WATCH_SETTING) or WATCHING)
+
+    def _policy_settings(self) -> dict[str, Any]:
+        """The watching policies' own settings (``cheaper.move``, ``acme.limit``...): every one
+        under a watching policy's name."""
+        names = set(self._watching())
+        return {k: v for k, v in self._settings().items() if k.split(".", 1)[0] in names}
 
     def _policy(self, name: str, bounds: Any) -> RunningJobPolicy | None:
         """The policy registered as ``name`` (a plugin may replace Portal's); None when none is
         installed, or, logged once, when it does not watch running jobs."""
         try:
             spec = self.plane.plugins.placement_policy(name)
-        except Exception:
-            return None  # not installed: nothing watches for it
+        except Exception:  # not installed: nothing watches for it, said once when it was listed
+            if self._watching() != WATCHING and name not in self._missing:
+                self._missing.add(name)
+                self.plane.record(
+                    self.job_id,
+                    "placement.not-installed",
+                    f"placement policy {name!r} is listed in the setting {WATCH_SETTING} but no "
+                    "installed plugin registers it: nothing asks it about this job. Install its "
+                    "plugin (`portal plugins` lists what is registered), or take it off the list "
+                    f"(`portal config set {WATCH_SETTING} ...`)",
+                    policy=name,
+                )
+            return None
         policy = call_factory(spec.factory, {"bounds": bounds}, what=f"policy {name!r}")
         if isinstance(policy, RunningJobPolicy):
             return policy
@@ -190,8 +211,8 @@ class SpotWatch:
             return
         kind = f"{name}.{_KINDS[verdict]}"
         if verdict is Verdict.WARN:
-            if not self._warned:
-                self._warned = True
+            if name not in self._warned:
+                self._warned.add(name)
                 self.plane.record(self.job_id, kind, decision.reason, data)
             return
         if verdict is Verdict.PROVISION and decision.offer is not None and self.target is None:

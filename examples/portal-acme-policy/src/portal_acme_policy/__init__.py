@@ -1,0 +1,1 @@
+"""Acme's placement policy for Portal (see plugin.py)."""
