@@ -136,14 +136,9 @@ def test_node_killed_without_notice_resumes_from_the_last_periodic_checkpoint(
 ) -> None:
     from portal.core.domain import JobState
 
-    help_text = ray_cell.portal("run", "--help").stdout
-    if "--checkpoint-every" not in help_text:
-        pytest.xfail("`portal run --checkpoint-every` is not in this Portal yet")
     cell = ray_cell.cell
     source = ray_cell.spot_nodes()[0]
-    job = cell.submit(
-        TALLY, ["9", "200"], name="killed", node_id=source, options=["--checkpoint-every", "1s"]
-    )
+    job = cell.submit(TALLY, ["9", "200"], name="killed", node_id=source, checkpoint_every="1s")
     ray_cell.wait_for_output(job, "step 20 ")
     end = time.monotonic() + 60
     while cell.views.store.latest_complete(job) is None:

@@ -14,8 +14,16 @@ Every action answers with a typed value (:mod:`portal.jobs.results`) or raises a
 docs/embedding.md.
 """
 
-from portal.jobs.results import Cancelled, Moved, NoticeSent, NotPlacedError, Placement, Started
-from portal.jobs.session import JobRef, Portal
+from portal.jobs.results import (
+    Cancelled,
+    JobRef,
+    Moved,
+    NoticeSent,
+    NotPlacedError,
+    Placement,
+    Started,
+)
+from portal.jobs.session import Portal
 
 __all__ = [
     "Cancelled",

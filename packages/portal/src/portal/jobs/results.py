@@ -15,12 +15,17 @@ from portal.core.errors import InvalidArgumentError, PortalError
 
 __all__ = [
     "Cancelled",
+    "JobRef",
     "Moved",
     "NotPlacedError",
     "NoticeSent",
     "Placement",
     "Started",
 ]
+
+
+#: A job, or how a person names one (its id ``j-...`` or its unique name).
+JobRef = Job | str
 
 
 @attrs.frozen

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -38,9 +37,20 @@ from portal.core.domain import AttemptState, CheckpointRef, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError
 from portal.core.plugins import Plugins
 from portal.core.settings import Settings
+from portal.jobs.checks import (
+    ENDED,
+    checked_script,
+    named_as,
+    node_environ,
+    not_resumable,
+    optional_path,
+    refuse_offers_for_resume,
+    refuse_offers_for_run,
+    resumable_states,
+)
 from portal.jobs.placement import OnOffers, local_only, offers_installed
 from portal.jobs.ranks import nproc_option
-from portal.jobs.results import Cancelled, Moved, NoticeSent, Placement, Started
+from portal.jobs.results import Cancelled, JobRef, Moved, NoticeSent, Placement, Started
 from portal.jobs.resume_point import resume_point
 from portal.node.launch import NodeStartError, launch_node, resume_workdir
 from portal.node.periodic import checkpoint_every_option, note_periodic_resume
@@ -50,10 +60,8 @@ from portal.providers.local import deliver_notice
 if TYPE_CHECKING:
     from portal.storage import CheckpointStore
 
-__all__ = ["ACTIVE", "ENDED_WAITING", "JobRef", "Portal"]
+__all__ = ["ACTIVE", "ENDED_WAITING", "Portal"]
 
-#: A job, or how a person names one (its id ``j-...`` or its unique name).
-JobRef = Job | str
 #: The states a job is at work in: :meth:`Portal.wait` waits while a job is in one.
 ACTIVE = frozenset({JobState.RUNNING, JobState.PAUSING})
 #: What :meth:`Portal.wait` waits for by default: any state but running or pausing.
@@ -150,21 +158,23 @@ class Portal:
         placement: Placement | None = None,
         nproc_per_node: int | None = None,
         checkpoint_every: str | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> Started:
         """Start ``script`` with ``args`` as a new job, in ``workdir`` (default: the current
         directory), on this machine or, with a cloud's offers installed and a ``placement``
         that asks for something, on the offer its plan chooses. ``checkpoint_every``: its
         periodic checkpoints (``30m``, ``off``, ``auto``; default PORTAL_CHECKPOINT_EVERY, else
-        the setting). Returns once its node is started."""
-        script, args, where = self._run_checked(script, args, workdir, checkpoint_every)
+        the setting). ``environ``: what its node and script see beyond this process's
+        environment. Returns once its node is started."""
+        script, args, where = checked_script(script, args, workdir, checkpoint_every, environ)
         placement = placement or Placement()
-        every = checkpoint_every_option(checkpoint_every)
+        every = node_environ(checkpoint_every, environ)
         ranks = nproc_option(nproc_per_node)
         if self.offers_installed and placement.asks:
             # Placed on the cloud's offers when asked to be; otherwise it starts here, and the
             # offers count from its first resume or move.
             return self._offers.run(script, args, name, where, placement, ranks, every)
-        self._refuse_offers_for_run(placement, script)
+        refuse_offers_for_run(placement, script)
         job = self.plane.create_job(
             script=script,
             args=args,
@@ -197,49 +207,12 @@ class Portal:
     ) -> str:
         """Where :meth:`run` would start the job, as ``portal run --plan`` prints it; nothing
         changes."""
-        script, args, where = self._run_checked(script, args, workdir, checkpoint_every)
+        script, args, where = checked_script(script, args, workdir, checkpoint_every, None)
         placement = placement or Placement()
         if self.offers_installed:
             return self._offers.render(self._offers.plan_run(script, args, name, where, placement))
-        self._refuse_offers_for_run(placement, script)
+        refuse_offers_for_run(placement, script)
         return "D8 choice: this machine (local, on-demand); nothing else is installed"
-
-    def _run_checked(
-        self,
-        script: str | os.PathLike[str],
-        args: Iterable[str],
-        workdir: str | os.PathLike[str] | None,
-        checkpoint_every: str | None,
-    ) -> tuple[str, tuple[str, ...], str]:
-        """The script (as given), its arguments and the job's directory, checked."""
-        where = Path(workdir) if workdir is not None else Path.cwd()
-        given = os.fspath(script)
-        path = where / given
-        if path.is_dir():
-            inside = sorted(p.name for p in path.glob("*.py"))[:3]
-            raise InvalidArgumentError(
-                f"script {given!r} is a folder, not a Python file: give the file to run"
-                + (f" (it holds {', '.join(inside)})" if inside else "")
-                + ", e.g. `portal run train.py`",
-                details={"script": given},
-            )
-        if not path.is_file():
-            raise InvalidArgumentError(
-                f"script {given!r} not found in {where}: give the path of a Python "
-                "file, e.g. `portal run train.py`"
-            )
-        checkpoint_every_option(checkpoint_every)
-        return given, tuple(args), str(where.resolve())
-
-    @staticmethod
-    def _refuse_offers_for_run(placement: Placement, script: str) -> None:
-        for flag, given in (
-            (f"--on {placement.on}", placement.on),
-            (f"--gpu {placement.gpu}", placement.gpu),
-            ("--spot-only", placement.spot_only),
-        ):
-            if given:
-                raise local_only(flag, "", script=script)
 
     def resume(
         self,
@@ -251,25 +224,29 @@ class Portal:
         workdir: str | os.PathLike[str] | None = None,
         checkpoint_every: str | None = None,
         confirm: Callable[[str], bool] | None = None,
+        environ: Mapping[str, str] | None = None,
     ) -> Started:
         """Continue a suspended (or lost) job from its last complete checkpoint, or from
         ``checkpoint`` (a failed or cancelled job too, when it is named). ``use_earlier``: take
         the newest resumable checkpoint when the last recorded one is damaged or gone (else
         ``confirm(question)`` is asked, when given, and the resume is refused without a yes).
         ``workdir``: another directory on this machine to run it in (its files come with the
-        checkpoint)."""
+        checkpoint); ``environ``: what its node and script see beyond this process's
+        environment."""
         found, ref, said = self._resume_point(
             job, checkpoint, use_earlier, placement, workdir, checkpoint_every, confirm
         )
-        every = checkpoint_every_option(checkpoint_every)
+        every = node_environ(checkpoint_every, environ)
         if self.offers_installed:
             return self._offers.resume(found, ref, placement or Placement(), every, said)
-        resume_workdir(self.plane, found, _opt(workdir), _named(job))  # refused: nothing changed
-        resumable = _resumable(found, named_checkpoint=checkpoint is not None)
+        resume_workdir(
+            self.plane, found, optional_path(workdir), named_as(job)
+        )  # refused: nothing changed
+        resumable = resumable_states(found, named_checkpoint=checkpoint is not None)
         try:
             self.plane.set_state(found.id, JobState.RUNNING, expect=resumable)
         except JobStateConflictError:  # another resume (or a node) changed it meanwhile
-            raise _not_resumable(found.id, self.plane.job(found.id).state, _named(job)) from None
+            raise not_resumable(found.id, self.plane.job(found.id).state, named_as(job)) from None
         note_periodic_resume(self.plane, self.store, found, ref)
         self.plane.record(
             found.id,
@@ -332,17 +309,10 @@ class Portal:
         """The job, the checkpoint a resume continues it from, and what was said on the way;
         every refusal comes before anything changes (a kept checkpoint stored aside)."""
         placement = placement or Placement()
-        named = _named(job)
+        named = named_as(job)
         found = self.job(job)
         if not self.offers_installed:
-            for flag, given in (
-                (f"--gpu {placement.gpu}", placement.gpu),
-                (f"--on {placement.on}", placement.on),
-                (f"--memory {placement.memory_gib:g}" if placement.memory_gib else "", placement.memory_gib),
-                ("--spot-only", placement.spot_only),
-            ):  # fmt: skip
-                if given:
-                    raise local_only(flag, named)
+            refuse_offers_for_resume(placement, named)
         if workdir is not None and self.offers_installed:
             raise InvalidArgumentError(
                 f"--workdir {os.fspath(workdir)}: a simulated machine runs the job in a directory "
@@ -351,9 +321,9 @@ class Portal:
         checkpoint_every_option(checkpoint_every)
         # A lost job (its machine gone without notice) resumes too, from its last complete
         # checkpoint: a periodic one, typically.
-        if found.state not in _resumable(found, named_checkpoint=checkpoint is not None):
+        if found.state not in resumable_states(found, named_checkpoint=checkpoint is not None):
             recorded = self.views.recorded_checkpoint(found)
-            raise _not_resumable(
+            raise not_resumable(
                 found.id, found.state, named, checkpointed=recorded is not None, job=found
             )
         said: list[str] = []
@@ -371,7 +341,7 @@ class Portal:
             use_earlier=use_earlier,
             confirm=confirm,
         )
-        if found.state in _ENDED:
+        if found.state in ENDED:
             said.append(
                 f"job {found.id} is {found.state}; resuming it from checkpoint "
                 f"{ref.checkpoint_id}, as you asked"
@@ -391,7 +361,7 @@ class Portal:
 
     def _movable(self, job: JobRef) -> Job:
         found = self.job(job)
-        named = _named(job)
+        named = named_as(job)
         if not self.offers_installed:
             raise local_only(f"portal move {named}", named, move=True)
         if found.state is not JobState.RUNNING:
@@ -489,46 +459,3 @@ class Portal:
         chunk of each in the store (slow) and marks what fails damaged."""
         found = self.job(job)
         return job_checkpoints(self.plane, self.store, found.id, verify=verify)
-
-
-_ENDED = (JobState.FAILED, JobState.CANCELLED)
-
-
-def _named(job: JobRef) -> str:
-    """How the job was named, for the ways out in messages (``portal resume NAME``)."""
-    return job if isinstance(job, str) else job.name or job.id
-
-
-def _opt(path: str | os.PathLike[str] | None) -> str | None:
-    return None if path is None else os.fspath(path)
-
-
-def _resumable(job: Job, *, named_checkpoint: bool = False) -> list[JobState]:
-    """The states a resume takes the job from: suspended and lost, and its own ended state
-    when a checkpoint is named (the user's choice, said)."""
-    states = [JobState.SUSPENDED, JobState.LOST]
-    if job.state in _ENDED and named_checkpoint:
-        states.append(job.state)
-    return states
-
-
-def _not_resumable(
-    job_id: str, state: JobState, ref: str, *, checkpointed: bool = True, job: Job | None = None
-) -> InvalidArgumentError:
-    """Why a job in ``state`` does not resume: the same words whether this session saw the state
-    itself or lost a race to another resume that changed it first. A failed or cancelled job
-    resumes from a checkpoint the user names, if it has one (``checkpointed``); else the way on
-    is to run its script again."""
-    also = ""
-    if state in _ENDED and checkpointed:
-        also = (
-            f"; a {state} job resumes from a checkpoint you name: `portal resume {ref} "
-            "--checkpoint ID` (`portal status` lists them)"
-        )
-    elif state in _ENDED and job is not None:
-        again = "portal run " + shlex.join([job.script, *job.args])
-        also = f"; it has no checkpoint to resume from: run it again with `{again}`"
-    return InvalidArgumentError(
-        f"job {job_id} is {state}, not suspended: only a suspended job resumes "
-        f"(`portal status` shows its state){also}"
-    )

@@ -1,9 +1,10 @@
 """The Portal node agent: a zero-CPU Ray actor pinned to one Ray node, running jobs there.
 
-The agent runs each job as an ordinary process through the ``portal`` command line, exactly as
-a user does on one machine: ``portal run --detach --name NAME SCRIPT ARGS``, ``portal notice
-JOB``, ``portal resume JOB --detach``. Pausing, checkpointing and resuming are therefore
-Portal's own, unchanged; Ray only decides where the agent lives. What the agent adds:
+The agent runs each job as Portal runs it on one machine, through Portal's own application
+layer in the agent's process (:class:`portal.jobs.Portal`: what ``portal run --detach``,
+``portal notice`` and ``portal resume --detach`` do, with their rules and refusals); each job's
+node is a process of its own, as ``portal run``'s. Pausing, checkpointing and resuming are
+therefore Portal's own, unchanged; Ray only decides where the agent lives. What the agent adds:
 
 * the job's working directory: ``<workroot>/<job name>/``, the same path on every node (on a
   real cluster each machine has its own disk; the checkpoint carries the files the job left
@@ -24,21 +25,17 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.errors import InvalidArgumentError
+from portal.core.settings import Settings
+from portal.jobs import Portal
 from portal.ray_engine.resources import MARK_ENV
 
-__all__ = ["AgentCommandError", "NodeAgent"]
+__all__ = ["NodeAgent"]
 
 #: Portal's node reads the machine's purchase model from this (see portal.node.supervisor).
 PURCHASE_ENV = "PORTAL_NODE_PURCHASE"
-#: How long one ``portal`` command may take on the node (it returns once the job is started).
+#: How long the keeper's start may take.
 _COMMAND_TIMEOUT_S = 120.0
-
-
-class AgentCommandError(PortalError):
-    """A ``portal`` command the agent ran on its node failed."""
-
-    code = "RAY_AGENT_COMMAND_FAILED"
 
 
 class NodeAgent:
@@ -47,11 +44,14 @@ class NodeAgent:
     def __init__(
         self, node_id: str, *, purchase: str, workroot: str, environ: Mapping[str, str]
     ) -> None:
-        """``environ``: what every job's ``portal`` sees beyond the worker's own environment
-        (``PORTAL_HOME``, ``PORTAL_STORAGE_URL``, ...)."""
+        """``environ``: the settings of the cell's Portal beyond the worker's own environment
+        (``PORTAL_HOME``, ``PORTAL_STORAGE_URL``, ...), which every job's node sees too."""
         self.node_id = node_id
         self.workroot = Path(workroot)
-        self.env = {**os.environ, **environ, PURCHASE_ENV: purchase, MARK_ENV: node_id}
+        # What each job's node gets beyond this process's environment: the cell's settings, the
+        # machine's purchase model, and the mark that makes it die with this node.
+        self.job_env = {**environ, PURCHASE_ENV: purchase, MARK_ENV: node_id}
+        self.env = {**os.environ, **self.job_env}
         keeper_env = {k: v for k, v in self.env.items() if k != MARK_ENV}
         subprocess.run(  # the keeper detaches itself: this returns at once
             [sys.executable, "-m", "portal.ray_engine.keeper", node_id, str(os.getpid())],
@@ -60,6 +60,8 @@ class NodeAgent:
             check=True,
             timeout=_COMMAND_TIMEOUT_S,
         )
+        # The jobs' directories hold no portal.toml of Portal's: the cell's settings alone count.
+        self.portal = Portal.open(settings=Settings.load(environ=self.env, project=False))
 
     def node(self) -> str:
         """The Ray node this agent runs on (the cell checks it is the one it pinned)."""
@@ -84,41 +86,30 @@ class NodeAgent:
         script_name: str,
         script_text: str,
         args: Sequence[str] = (),
-        options: Sequence[str] = (),
+        *,
+        checkpoint_every: str | None = None,
+        nproc_per_node: int | None = None,
     ) -> str:
         """Start ``script_text`` as job ``name`` on this node; returns the job id.
 
-        ``options``: more ``portal run`` options (``--checkpoint-every 30s``)."""
+        ``checkpoint_every``, ``nproc_per_node``: as ``portal run``'s options."""
         directory = self.workdir(name)
         (directory / script_name).write_text(script_text, encoding="utf-8")
-        out = self._portal(
-            "run", "--detach", "--name", name, *options, script_name, *args, cwd=directory
+        started = self.portal.run(
+            script_name,
+            args,
+            name=name,
+            workdir=directory,
+            checkpoint_every=checkpoint_every,
+            nproc_per_node=nproc_per_node,
+            environ=self.job_env,
         )
-        return out.strip().splitlines()[-1]
+        return started.job.id
 
     def resume(self, job: str, name: str) -> None:
         """Resume ``job`` here from its last complete checkpoint."""
-        self._portal("resume", job, "--detach", cwd=self.workdir(name))
+        self.portal.resume(job, workdir=self.workdir(name), environ=self.job_env)
 
     def notice(self, job: str, seconds: float) -> None:
         """Deliver a preemption notice to ``job``: it pauses at a safe point and checkpoints."""
-        self._portal("notice", job, "--seconds", f"{seconds:g}", cwd=self.workroot)
-
-    def _portal(self, *args: str, cwd: Path) -> str:
-        cwd.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "portal.cli", *args],
-            cwd=cwd,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=_COMMAND_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-        if done.returncode != 0:
-            raise AgentCommandError(
-                f"`portal {' '.join(args)}` failed on Ray node {self.node_id} (exit "
-                f"{done.returncode}): {done.stderr.strip() or done.stdout.strip()}",
-                details={"node_id": self.node_id, "exit": done.returncode},
-            )
-        return done.stdout
+        self.portal.notice(job, seconds)

@@ -36,11 +36,10 @@ from typing import Any
 
 import attrs
 
-from portal.control.plane import ControlPlane
-from portal.control.views import JobViews
 from portal.core.domain import JobState
 from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.settings import Settings
+from portal.jobs import Portal
 from portal.policies import Bounds, StorageRoute
 from portal.ray_engine import drain
 from portal.ray_engine.agent import NodeAgent
@@ -120,8 +119,9 @@ class Cell:
         self.provider, self.region = provider, region
         self.workroot = Path(workroot)
         self.environ = {**dict(environ or {}), "PORTAL_HOME": str(Path(home).resolve())}
-        self.plane = ControlPlane(Settings.load(environ={**os.environ, **self.environ}))
-        self.views = JobViews(self.plane)
+        self.portal = Portal.open(settings=Settings.load(environ={**os.environ, **self.environ}))
+        self.plane = self.portal.plane
+        self.views = self.portal.views
         self._bounds = Bounds()
         self._agents: dict[str, Any] = {}
         self._nodes: dict[str, CellNode] = {}
@@ -235,13 +235,15 @@ class Cell:
         args: Sequence[str] = (),
         *,
         name: str,
-        options: Sequence[str] = (),
+        checkpoint_every: str | None = None,
+        nproc_per_node: int | None = None,
         node_id: str | None = None,
     ) -> str:
         """Run ``script`` as job ``name`` on a node of the cell; returns the job id.
 
-        The script's text is shipped to the node. ``options``: more ``portal run`` options;
-        ``node_id``: a node of your choice instead of the placement's."""
+        The script's text is shipped to the node. ``checkpoint_every``, ``nproc_per_node``: as
+        ``portal run``'s options; ``node_id``: a node of your choice instead of the
+        placement's."""
         import ray
 
         path = Path(script)
@@ -260,7 +262,18 @@ class Cell:
             )
         handle = self._agents[node.node_id]
         text = path.read_text(encoding="utf-8")
-        job_id = str(ray.get(handle.run.remote(name, path.name, text, list(args), list(options))))
+        job_id = str(
+            ray.get(
+                handle.run.remote(
+                    name,
+                    path.name,
+                    text,
+                    list(args),
+                    checkpoint_every=checkpoint_every,
+                    nproc_per_node=nproc_per_node,
+                )
+            )
+        )
         self._jobs[job_id] = _Placed(name=name, node_id=node.node_id)
         self.plane.record(
             job_id,
