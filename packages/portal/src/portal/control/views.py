@@ -14,7 +14,7 @@ import contextlib
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portal.control import silence
 from portal.control.carry import CARRY_EVENTS, carry_state
@@ -25,6 +25,9 @@ from portal.control.plane import ControlPlane
 from portal.core import units
 from portal.core.domain import AttemptState, CheckpointState, Event, Job, JobState
 from portal.core.errors import InvalidArgumentError
+
+if TYPE_CHECKING:  # the store's modules load only when it is opened
+    from portal.storage import CheckpointStore
 
 __all__ = [
     "CARRY_WARNINGS",
@@ -112,19 +115,15 @@ class JobViews:
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
-        self._store: Any = None
+        self._store: CheckpointStore | None = None
 
     @property
-    def store(self) -> Any:
-        """The job's checkpoint store (``portal.storage``), opened on first use."""
+    def store(self) -> CheckpointStore:
+        """The jobs' checkpoint store (``portal.storage``), opened on first use."""
         if self._store is None:
-            from portal.storage import CheckpointStore, resolve_key_store
+            from portal.storage import open_store
 
-            self._store = CheckpointStore(
-                self.plane.settings.storage_url,
-                resolve_key_store(str(self.plane.home)),
-                independent_every=self.plane.settings.checkpoint_independent_every,
-            )
+            self._store = open_store(self.plane.settings, self.plane.plugins)
         return self._store
 
     def job(self, ref: str) -> Job:

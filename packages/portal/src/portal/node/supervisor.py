@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from msgspec import to_builtins
 
@@ -63,6 +63,9 @@ from portal.runtime.protocol import (
     ProbeReport,
     RuntimeEvent,
 )
+
+if TYPE_CHECKING:  # the store's modules load only when it is opened
+    from portal.storage import CheckpointStore
 
 __all__ = ["Node", "pause_deadline"]
 
@@ -149,7 +152,7 @@ class Node:
         #: fault (the job ends), not a death before it could report anything.
         self.socket_path: Path
         self._store_factory = store_factory
-        self._store: Any = None
+        self._store: CheckpointStore | None = None
         self._journal = Journal(self.dir / BACKLOG_NAME, self._deliver)
         self._stream: CheckpointStream | None = None
         self._progress_at = 0.0
@@ -263,18 +266,16 @@ class Node:
     # --- the store ------------------------------------------------------------------------------
 
     @property
-    def store(self) -> Any:
+    def store(self) -> CheckpointStore:
+        """The jobs' checkpoint store: the one handed in (``store_factory``), else the one the
+        settings name, opened on first use."""
         if self._store is None:
             if self._store_factory is not None:
                 self._store = self._store_factory()
             else:
-                from portal.storage import CheckpointStore, resolve_key_store
+                from portal.storage import open_store
 
-                self._store = CheckpointStore(
-                    self.plane.settings.storage_url,
-                    resolve_key_store(str(self.plane.home)),
-                    independent_every=self.plane.settings.checkpoint_independent_every,
-                )
+                self._store = open_store(self.plane.settings, self.plane.plugins)
         return self._store
 
     # --- the attempt ----------------------------------------------------------------------------

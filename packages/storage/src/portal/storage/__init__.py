@@ -2,7 +2,7 @@
 
 The public API is small (see the package README)::
 
-    from portal.storage import CheckpointStore, resolve_key_store
+    from portal.storage import open_store
 
 Names load on first use, so ``import portal.storage`` imports neither ``cryptography`` nor any
 cloud library.
@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "CheckpointStore": "portal.storage.store",
+    "open_store": "portal.storage.store",
     "CheckpointWriter": "portal.storage.writer",
     "CheckpointReader": "portal.storage.reader",
     "Progress": "portal.storage.progress",
@@ -69,6 +70,7 @@ __all__ = [
     "WrongKeyError",
     "__version__",
     "open_backend",
+    "open_store",
     "resolve_key_store",
 ]
 
@@ -95,7 +97,7 @@ if TYPE_CHECKING:
     from portal.storage.progress import Progress
     from portal.storage.reader import CheckpointReader
     from portal.storage.retry import RetryPolicy
-    from portal.storage.store import CheckpointStore
+    from portal.storage.store import CheckpointStore, open_store
     from portal.storage.volumes import Volume
     from portal.storage.writer import CheckpointWriter
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portal.core.clock import SYSTEM_CLOCK, Clock
 from portal.core.domain import CheckpointRef, CheckpointState
@@ -53,7 +53,11 @@ from portal.storage.reader import CheckpointReader
 from portal.storage.retry import RetryPolicy
 from portal.storage.writer import CheckpointWriter, DeadlinePolicy
 
-__all__ = ["DEFAULT_INDEPENDENT_EVERY", "CheckpointStore"]
+if TYPE_CHECKING:
+    from portal.core.plugins import Plugins
+    from portal.core.settings import Settings
+
+__all__ = ["DEFAULT_INDEPENDENT_EVERY", "CheckpointStore", "open_store"]
 
 #: Every this many checkpoints, one is a full copy (see ``CheckpointStore``'s parameter).
 DEFAULT_INDEPENDENT_EVERY = 4
@@ -381,3 +385,18 @@ class CheckpointStore:
 
     def __repr__(self) -> str:
         return f"CheckpointStore({self.url!r})"
+
+
+def open_store(settings: Settings, plugins: Plugins | None = None) -> CheckpointStore:
+    """The checkpoint store the settings name: the one door every host opens it through.
+
+    ``settings.storage_url`` is where the checkpoints are; the job keys are in the key store a
+    plugin provides (a KMS wins), else under ``settings.home``; ``plugins``: the host's (the
+    installed ones when None)."""
+    from portal.storage.keys import resolve_key_store
+
+    return CheckpointStore(
+        settings.storage_url,
+        resolve_key_store(str(settings.home), plugins),
+        independent_every=settings.checkpoint_independent_every,
+    )
