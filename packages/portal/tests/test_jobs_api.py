@@ -18,8 +18,10 @@ import pytest
 from conftest import SCRIPTS
 
 from portal.control.store import JobNotFoundError
-from portal.core.domain import JobState
+from portal.core.domain import Event, JobState
 from portal.core.errors import InvalidArgumentError, PortalError
+from portal.core.hookspecs import hookimpl
+from portal.core.plugins import Plugins, PortalPluginManager, get_plugin_manager
 from portal.core.settings import Settings
 from portal.jobs import Cancelled, NoticeSent, Placement, Portal, Started
 
@@ -132,3 +134,28 @@ def test_refusals_are_errors_with_their_codes_and_the_clis_words(
     settings = Settings.load(environ={**os.environ, "PORTAL_HOME": str(tmp_path / "other")})
     with pytest.raises(PortalError, match=r"home .* and the settings' home .* differ"):
         Portal.open(tmp_path / "home", settings=settings)
+
+
+class _Observer:
+    """An embedder's own plugin: it is told of every event its Portal records."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    @hookimpl
+    def portal_event(self, event: Event) -> None:
+        self.kinds.append(event.kind)
+
+
+def test_an_embedders_own_plugins_are_the_ones_its_portal_uses(tmp_path: Path, work: Path) -> None:
+    """Portal.open takes the embedder's plugin manager (a PortalPluginManager with its own
+    plugin registered, nothing autoloaded): what this process records reaches that plugin."""
+    pm = get_plugin_manager(autoload=False)
+    assert isinstance(pm, PortalPluginManager) and pm.load_failures == []
+    observer = _Observer()
+    pm.register(observer, name="scheduler")
+    with Portal.open(tmp_path / "home", plugins=Plugins(pm)) as portal:
+        assert portal.plane.plugins.pm is pm
+        started = portal.run("count.py", workdir=work)
+        portal.cancel(started.job)
+    assert observer.kinds[0] == "created" and observer.kinds[-1] == "cancelled"

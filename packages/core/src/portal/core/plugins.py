@@ -41,6 +41,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "PluginLoadFailure",
     "Plugins",
+    "PortalPluginManager",
     "call_factory",
     "get_plugin_manager",
     "lazy_exports",
@@ -73,6 +74,19 @@ class PluginLoadFailure:
         )
 
 
+class PortalPluginManager(pluggy.PluginManager):
+    """pluggy's manager with Portal's hook specs, and what loading the installed plugins found:
+    the ones that failed (``load_failures``) and the distribution behind each entry point
+    (``distributions``: name -> (distribution, version)). An embedder may build one, register
+    its own plugins and hand it to :class:`Plugins` (and so to ``portal.jobs.Portal.open``)."""
+
+    def __init__(self) -> None:
+        super().__init__(hookspecs.PROJECT)
+        self.add_hookspecs(hookspecs)
+        self.load_failures: list[PluginLoadFailure] = []
+        self.distributions: dict[str, tuple[str, str]] = {}
+
+
 def _blocked_from_env(environ: Mapping[str, str]) -> set[str]:
     raw = environ.get(DISABLED_PLUGINS_ENV, "")
     return {normalise_name(part) for part in raw.split(",") if part.strip()}
@@ -83,7 +97,7 @@ def get_plugin_manager(
     autoload: bool = True,
     blocked: Iterable[str] = (),
     environ: Mapping[str, str] | None = None,
-) -> pluggy.PluginManager:
+) -> PortalPluginManager:
     """A new plugin manager with Portal's hook specs and (optionally) the installed plugins.
 
     :param autoload: load the ``portal`` entry-point group. ``PORTAL_DISABLE_PLUGIN_AUTOLOAD``
@@ -95,13 +109,9 @@ def get_plugin_manager(
     env = os.environ if environ is None else environ
     blocked_names = {normalise_name(b) for b in blocked} | _blocked_from_env(env)
 
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    failures: list[PluginLoadFailure] = []
-    distributions: dict[str, tuple[str, str]] = {}
-
+    pm = PortalPluginManager()
     if autoload and env.get(DISABLE_AUTOLOAD_ENV, "").strip().lower() in _FALSY:
-        _load_entry_points(pm, blocked_names, failures, distributions)
+        _load_entry_points(pm, blocked_names, pm.load_failures, pm.distributions)
 
     try:
         pm.check_pending()
@@ -110,8 +120,6 @@ def get_plugin_manager(
             f"{exc}. Portal's hooks are named portal_*; see portal.core.hookspecs for their names "
             "and arguments, and fix or uninstall the plugin that implements it"
         ) from exc
-    pm.portal_load_failures = failures  # type: ignore[attr-defined]
-    pm.portal_distributions = distributions  # type: ignore[attr-defined]
     return pm
 
 
@@ -196,7 +204,12 @@ class Plugins:
     """
 
     def __init__(self, pm: pluggy.PluginManager) -> None:
+        """Over ``pm``: a :class:`PortalPluginManager` (:func:`get_plugin_manager`), or any
+        pluggy manager with Portal's hook specs (nothing is then known of distributions)."""
         self.pm = pm
+        portal_pm = pm if isinstance(pm, PortalPluginManager) else None
+        self._failures = portal_pm.load_failures if portal_pm else []
+        self._distributions = portal_pm.distributions if portal_pm else {}
 
     @classmethod
     def load(cls, *, autoload: bool = True, blocked: Iterable[str] = ()) -> Plugins:
@@ -205,10 +218,10 @@ class Plugins:
     @property
     def load_failures(self) -> list[PluginLoadFailure]:
         """Plugins that failed to load (each already logged once)."""
-        return list(getattr(self.pm, "portal_load_failures", []))
+        return list(self._failures)
 
     def distribution_of(self, plugin_name: str) -> str:
-        known: dict[str, tuple[str, str]] = getattr(self.pm, "portal_distributions", {})
+        known = self._distributions
         return known[plugin_name][0] if plugin_name in known else f"plugin {plugin_name!r}"
 
     def plugins(self) -> list[dict[str, Any]]:
@@ -216,7 +229,7 @@ class Plugins:
         the distribution that ships it and that distribution's version, and the hooks it
         implements, so a bug report can say exactly what was installed. A plugin the host
         registered itself (no entry point) has no distribution to name."""
-        known: dict[str, tuple[str, str]] = getattr(self.pm, "portal_distributions", {})
+        known = self._distributions
         rows: list[dict[str, Any]] = []
         for name, plugin in sorted(self.pm.list_name_plugin(), key=lambda pair: str(pair[0])):
             if plugin is None or name is None:  # blocked by name: never loaded
