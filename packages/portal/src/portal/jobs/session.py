@@ -239,9 +239,8 @@ class Portal:
         every = node_environ(checkpoint_every, environ)
         if self.offers_installed:
             return self._offers.resume(found, ref, placement or Placement(), every, said)
-        resume_workdir(
-            self.plane, found, optional_path(workdir), named_as(job)
-        )  # refused: nothing changed
+        # Its directory here is checked (made, when given) before anything changes.
+        resume_workdir(self.plane, found, optional_path(workdir), named_as(job))
         resumable = resumable_states(found, named_checkpoint=checkpoint is not None)
         try:
             self.plane.set_state(found.id, JobState.RUNNING, expect=resumable)
