@@ -23,7 +23,7 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins, PortalPluginManager, get_plugin_manager
 from portal.core.settings import Settings
-from portal.jobs import Cancelled, NoticeSent, Placement, Portal, Started
+from portal.jobs import Cancelled, NoticeSent, Output, Placement, Portal, Said, Started
 
 
 @pytest.fixture
@@ -76,8 +76,18 @@ def test_run_notice_wait_resume_as_a_library_continues_as_one_run(
     assert _output(portal, started.job.id) == plain
     kinds = [event.kind for _, event in portal.events(started.job)]
     assert kinds[0] == "created" and "resuming" in kinds
-    seq = portal.events(started.job)[-1][0]
-    assert portal.events(started.job, after=seq) == []  # only what came since
+    seq = list(portal.events(started.job))[-1][0]
+    assert list(portal.events(started.job, after=seq)) == []  # only what came since
+    followed = list(portal.events(started.job, follow=True))  # it has ended: all, then stops
+    assert [e.kind for _, e in followed] == kinds
+    shown = list(portal.logs("counting", follow=True))
+    assert b"".join(o.data for o in shown if isinstance(o, Output) and o.stream == "stdout") == (
+        plain
+    )
+    assert {o.attempt for o in shown if isinstance(o, Output)} == {1, 2}
+    assert next(s.text for s in shown if isinstance(s, Said)).startswith("attempt 2 on local")
+    only_err = list(portal.logs(started.job, streams=("stderr",)))
+    assert only_err and {o.stream for o in only_err if isinstance(o, Output)} == {"stderr"}
     assert portal.status(started.job)["state"] == "done"
     assert [row["job"] for row in portal.jobs()] == [started.job.id]
     assert waited.state is JobState.RUNNING  # `until=()` and a timeout: the job as it was then
@@ -114,6 +124,8 @@ def test_refusals_are_errors_with_their_codes_and_the_clis_words(
         Placement(no_spot=True, spot_only=True)
     with pytest.raises(InvalidArgumentError, match="places jobs on this machine only"):
         portal.run("count.py", workdir=work, placement=Placement(gpu="L4"))
+    with pytest.raises(InvalidArgumentError, match="name no output of a job"):
+        portal.logs("j-nothere", streams=("stdin",))
     with pytest.raises(JobNotFoundError) as missing:
         portal.notice("j-nothere")
     assert missing.value.code == "JOB_NOT_FOUND"

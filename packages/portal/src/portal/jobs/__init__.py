@@ -14,6 +14,7 @@ Every action answers with a typed value (:mod:`portal.jobs.results`) or raises a
 docs/embedding.md.
 """
 
+from portal.jobs.output import Output, Said
 from portal.jobs.results import (
     Cancelled,
     JobRef,
@@ -31,7 +32,9 @@ __all__ = [
     "Moved",
     "NotPlacedError",
     "NoticeSent",
+    "Output",
     "Placement",
     "Portal",
+    "Said",
     "Started",
 ]

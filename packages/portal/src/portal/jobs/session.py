@@ -21,7 +21,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ from portal.jobs.checks import (
     refuse_offers_for_run,
     resumable_states,
 )
+from portal.jobs.output import STREAMS, Output, Said, job_output
 from portal.jobs.placement import OnOffers, local_only, offers_installed
 from portal.jobs.ranks import nproc_option
 from portal.jobs.results import Cancelled, JobRef, Moved, NoticeSent, Placement, Started
@@ -447,11 +448,39 @@ class Portal:
         """Every notice the job got and what was decided at it: ``portal explain --json``."""
         return self.views.explain(self.job(job))
 
-    def events(self, job: JobRef, *, after: int = 0) -> list[tuple[int, Event]]:
-        """The job's log after sequence number ``after``, oldest first, each with its number
-        (pass the last one back to read only what came since)."""
+    def events(
+        self, job: JobRef, *, after: int = 0, follow: bool = False, poll_s: float = 0.2
+    ) -> Iterator[tuple[int, Event]]:
+        """The job's log after sequence number ``after``, oldest first, each event with its
+        number (pass the last one back to read only what came since); ``follow``: go on as
+        events come, until the job has ended for good (done, failed or cancelled)."""
         found = job if isinstance(job, Job) else self.job(job)
-        return list(self.plane.store.events(found.id, after=after))
+        while True:
+            ended = self.job(found.id).state.is_final if follow else True
+            for seq, event in self.plane.store.events(found.id, after=after):
+                after = seq
+                yield seq, event
+            if ended:
+                return
+            time.sleep(poll_s)
+
+    def logs(
+        self, job: JobRef, *, streams: Collection[str] = STREAMS, follow: bool = False
+    ) -> Iterator[Output | Said]:
+        """Every attempt's output (:class:`Output`: bytes of one stream), interleaved as it was
+        written, with what a person following it is told in between (:class:`Said`): what
+        ``portal logs`` prints. An attempt whose work a later one did again is left out or cut,
+        so that it reads as one run. ``streams``: ``stdout``, ``stderr`` or both; ``follow``: go
+        on while the job runs, into its next attempts, until it has ended for good."""
+        unknown = sorted(set(streams) - set(STREAMS))
+        if unknown or not streams:
+            raise InvalidArgumentError(
+                f"streams {sorted(streams)} name no output of a job: give stdout, stderr or both"
+            )
+        found = self.job(job)
+        return job_output(
+            self, found, streams=tuple(s for s in STREAMS if s in streams), follow=follow
+        )
 
     def checkpoints(self, job: JobRef, *, verify: bool = False) -> list[CheckpointView]:
         """Each checkpoint of the job, oldest first, its state and why; ``verify`` reads every
