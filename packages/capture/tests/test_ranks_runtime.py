@@ -352,10 +352,20 @@ def test_a_periodic_checkpoint_is_one_set_and_the_ranks_run_on(
 
 
 def _periodic_set(control: Control, path: Path) -> dict[str, Any]:
-    control.send({"op": "checkpoint", "path": str(path), "deadline": time.time() + 60})
-    events = control.events_until({"checkpointed", "not-checkpointed"}, timeout=120)
-    assert events[-1]["event"] == "checkpointed", events
-    return events[-1]
+    """A periodic set taken into ``path`` (its ``checkpointed`` event). One not agreed by its
+    deadline is asked for again, once, as the node asks at its next interval: on a loaded
+    machine (CI, 2 CPUs, a torch test beside it) the ranks once found no common safe point in
+    60 s, the one holding 128 MiB walking its state while the other ran into the next step."""
+    tried: list[list[dict[str, Any]]] = []
+    for _ in range(2):
+        control.send({"op": "checkpoint", "path": str(path), "deadline": time.time() + 90})
+        events = control.events_until({"checkpointed", "not-checkpointed"}, timeout=150)
+        tried.append(events)
+        if events[-1]["event"] == "checkpointed":
+            return events[-1]
+        if events[-1].get("reason") != "deadline":
+            break  # refused for what the state holds: asking again would say the same
+    raise AssertionError(f"no periodic set was taken: {tried}")
 
 
 def _resumed_from(
