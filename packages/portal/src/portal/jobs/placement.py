@@ -27,7 +27,7 @@ import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from portal.control import wording
 from portal.control.carry import probe_settings_for_job
@@ -52,6 +52,9 @@ from portal.providers.local import deliver_notice
 from portal.sim.machines import Machine, SimulatedMachines
 from portal.sim.outgrow import node_environ
 from portal.sim.placing import SPOT_ONLY_EVENT, SimulatedPlacing
+
+if TYPE_CHECKING:  # the store's modules load only when it is opened
+    from portal.storage import CheckpointStore
 
 __all__ = ["OnOffers", "local_only", "offers_installed"]
 
@@ -90,14 +93,14 @@ class OnOffers:
     checkpoint store, opened by the session on first use."""
 
     def __init__(
-        self, plane: ControlPlane, store: Callable[[], Any], job: Callable[[str], Job]
+        self, plane: ControlPlane, store: Callable[[], CheckpointStore], job: Callable[[str], Job]
     ) -> None:
         self.plane = plane
         self._store = store
         self._job = job
 
     @property
-    def store(self) -> Any:
+    def store(self) -> CheckpointStore:
         return self._store()
 
     @functools.cached_property

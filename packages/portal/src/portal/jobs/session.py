@@ -134,8 +134,7 @@ class Portal:
     @property
     def store(self) -> CheckpointStore:
         """The checkpoint store of these jobs, opened on first use."""
-        store: CheckpointStore = self.views.store
-        return store
+        return self.views.store
 
     @property
     def offers_installed(self) -> bool:
