@@ -156,6 +156,9 @@ def tests(session: nox.Session, package: str) -> None:
             AWS_ENDPOINT_URL="http://127.0.0.1:9",
             AWS_EC2_METADATA_DISABLED="true",
             NO_GCE_CHECK="True",
+            # MLflow's usage telemetry would post to its collector from any test importing it.
+            MLFLOW_DISABLE_TELEMETRY="true",
+            DO_NOT_TRACK="true",
         )
     session.run(
         "pytest",
@@ -199,6 +202,7 @@ FRAMEWORK_PINS = [
     "tensorboard==2.21.0",
     "tensorboardX==2.6.5",
     "wandb==0.31.0",  # offline only: the tests set WANDB_MODE=offline, no error reporting
+    "mlflow-skinny==3.18.0",  # a local store only; telemetry off (the session's environment)
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _harness import CORPUS, paused_against_plain, tensorboard_scalars, wandb_history
@@ -122,3 +123,112 @@ def test_a_wandb_run_finished_for_a_pause_not_taken_is_live_again(
     run.finish()
     ids, history = wandb_history(tmp_path)
     assert len(ids) == 1 and history == [(0, 1.0), (1, 2.0)]
+
+
+_MLFLOW_ENV = {
+    "MLFLOW_ALLOW_FILE_STORE": "true",  # mlflow 3 keeps the local file store, but asks for this
+    "MLFLOW_DISABLE_TELEMETRY": "true",  # no packet leaves the machine
+    "DO_NOT_TRACK": "true",
+}
+
+
+def _mlflow_runs(folder: Path) -> list[tuple[str, str, dict[str, str], dict[str, list[Any]]]]:
+    """Each run of the store in ``folder/mlruns``: its name, status, parameters and every
+    metric's history as (step, value), ordered by name."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"file:{folder / 'mlruns'}")
+    found = []
+    for experiment in client.search_experiments():
+        for run in client.search_runs([experiment.experiment_id]):
+            history = {
+                key: [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, key)]
+                for key in run.data.metrics
+            }
+            found.append((run.info.run_name, run.info.status, run.data.params, history))
+    return sorted(found, key=lambda r: r[0])
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("mlflow") is None, reason="needs mlflow (noxfile.py's FRAMEWORK_PINS)"
+)
+@pytest.mark.parametrize(("steps", "shape"), [(5, "one"), (19, "one"), (11, "nested")])
+def test_an_mlflow_run_pauses_and_continues_as_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: int, shape: str
+) -> None:
+    """An MLflow run on a local store (nested: a trial's run inside a sweep's, logged
+    asynchronously): paused mid-run and resumed, the next ``log_metric`` continues the same run.
+    Before, no run was active in the resumed process, so mlflow started a new one: the history
+    was split in two runs and the first stayed RUNNING for ever. Now the store holds the runs an
+    uninterrupted run leaves, finished, each with its whole history."""
+    env = {**os.environ, **_MLFLOW_ENV}
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "writers" / "mlflow_local.py",
+        "30",
+        shape,
+        ready=lambda out: out.count(b"step ") >= steps,
+        env=env,
+    )
+    assert run.out == run.plain.stdout, run.err.decode()[-2000:]
+    for name, value in _MLFLOW_ENV.items():
+        monkeypatch.setenv(name, value)
+    runs = _mlflow_runs(run.job)
+    assert runs == _mlflow_runs(run.plain_dir)
+    assert [(name, status) for name, status, _, _ in runs] == (
+        [("sweep", "FINISHED"), ("trial-0", "FINISHED")]
+        if shape == "nested"
+        else [("train", "FINISHED")]
+    )
+    assert [step for step, _ in runs[-1][3]["loss"]] == list(range(30))
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("mlflow") is None, reason="needs mlflow (noxfile.py's FRAMEWORK_PINS)"
+)
+def test_an_mlflow_run_that_cannot_be_made_active_again_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run was deleted while the job was paused: the restore says so (a restore note, on
+    stderr and in the job's events) and the program goes on; its next log starts a new run."""
+    import mlflow
+
+    from portal.capture.extensions import trackers
+
+    for name, value in _MLFLOW_ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(f"file:{tmp_path / 'mlruns'}")
+    try:
+        mlflow.start_run(run_name="gone")
+        state = trackers.capture_mlflow()
+        assert state is not None and len(state["runs"]) == 1
+        mlflow.end_run()
+        mlflow.delete_run(state["runs"][0])
+        trackers.restore_mlflow(state)
+        assert mlflow.active_run() is None
+        assert f"the MLflow run {state['runs'][0]} could not be made active again" in (
+            capsys.readouterr().err
+        )
+    finally:
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(None)
+
+
+def test_a_local_store_uri_follows_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tracking URI inside the working directory the checkpoint was taken in points into the
+    directory the job resumed in; a server's URI, or a path elsewhere, is kept as it is."""
+    from portal.capture.extensions import trackers, workdir
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    monkeypatch.setattr(workdir, "_MOVED", [(str(old), str(new))])
+    assert trackers._relocated(f"file:{old}/mlruns") == f"file:{new}/mlruns"
+    assert trackers._relocated(f"file://{old}/mlruns") == f"file://{new}/mlruns"
+    assert trackers._relocated(f"sqlite:///{old}/m.db") == f"sqlite:///{new}/m.db"
+    assert trackers._relocated(f"{old}/mlruns") == f"{new}/mlruns"
+    assert trackers._relocated("http://127.0.0.1:5000") == "http://127.0.0.1:5000"
+    assert trackers._relocated("file:/elsewhere/mlruns") == "file:/elsewhere/mlruns"
+    assert trackers._relocated("mlruns") == "mlruns"

@@ -43,8 +43,11 @@ def portal_capture_extensions() -> list[CaptureExtensionSpec]:
     # handler is re-created in append mode, and paths inside the old directory (the current
     # directory, a log file's) are mapped into the one the job resumed in (``workdir.relocate``).
     # The environment next: later restores (a FileHandler's relative path, say) see the
-    # program's own directory and variables.
+    # program's own directory and variables. Before anything is read, what a library still
+    # buffers for files of the working directory is written (MLflow's asynchronous logging).
+    flush_trackers, trackers_state = trackers.specs()
     return [
+        *flush_trackers,
         *workdir.specs(),
         *environment.specs(),
         *rng.specs(),
@@ -56,6 +59,7 @@ def portal_capture_extensions() -> list[CaptureExtensionSpec]:
         *settings.specs(),
         *signals.specs(),
         *logging_state.specs(),
+        *trackers_state,
     ]
 
 

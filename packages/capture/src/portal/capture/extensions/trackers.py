@@ -18,18 +18,44 @@ travels with the working directory; without this the first process's history was
 the pause not be taken after all, the run is made again in place and the program runs on. A run
 the program finished itself travels as the value it is.
 
+**MLflow.** The fluent API's runs live in mlflow's module, not in the program's values: the stack
+of active runs (a thread-local of the main thread), the experiment :func:`mlflow.set_experiment`
+chose, the last run ended, and the tracking and registry URIs. The ``ActiveRun`` a program keeps
+pickles as the record it is, but in the resumed process no run was active, so the next
+``log_metric`` started a *new* run: the history was split in two, and the first run was left
+``RUNNING`` for ever. Now they travel as process state (:func:`capture_mlflow`), restored after
+the working directory and the environment: the URIs again (a local store's path inside the
+working directory follows it when the job resumes elsewhere), the experiment, and each active
+run made active again by ``mlflow.start_run(run_id=…)``, nested as it was, so the next
+``log_metric`` continues the same run. Metrics logged asynchronously are flushed before anything
+is read (:func:`flush_mlflow`, first of the extensions), so the working directory holds them. A
+run that cannot be made active again (its server down, the run deleted) is said as a restore
+note, and the program continues without it.
+
 The rebuild function's name is part of the checkpoint format: do not rename it.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from typing import Any
 
 from portal.capture import remade
-from portal.core.specs import SerializerSpec
+from portal.capture.extensions import workdir
+from portal.capture.notes import note_on_restore
+from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
-__all__ = ["rebuild_wandb_run", "reduce_wandb_run", "serializer_specs"]
+__all__ = [
+    "capture_mlflow",
+    "flush_mlflow",
+    "rebuild_wandb_run",
+    "reduce_wandb_run",
+    "restore_mlflow",
+    "serializer_specs",
+    "specs",
+]
 
 
 def _init_arguments(run: Any) -> dict[str, Any]:
@@ -107,3 +133,86 @@ def serializer_specs() -> list[SerializerSpec]:
             "(resume='allow') at the step it reached",
         )
     ]
+
+
+def flush_mlflow() -> None:
+    """Metrics, params and tags logged with ``synchronous=False`` (or
+    ``MLFLOW_ENABLE_ASYNC_LOGGING``) written out before the working directory is read."""
+    mlflow = sys.modules.get("mlflow")
+    flush = getattr(mlflow, "flush_async_logging", None)
+    if flush is not None:
+        flush()
+
+
+def capture_mlflow() -> dict[str, Any] | None:
+    """The fluent API's state: URIs set by the program, the active experiment, the active runs
+    (outermost first) and the last run ended; None where mlflow's fluent module is not loaded."""
+    fluent = sys.modules.get("mlflow.tracking.fluent")
+    if fluent is None:
+        return None
+    tracking = sys.modules.get("mlflow.tracking._tracking_service.utils")
+    registry = sys.modules.get("mlflow.tracking._model_registry.utils")
+    return {
+        "tracking_uri": getattr(tracking, "_tracking_uri", None),
+        "registry_uri": getattr(registry, "_registry_uri", None),
+        "experiment_id": fluent._active_experiment_id,
+        "runs": [run.info.run_id for run in fluent._active_run_stack.get()],
+        "last_run_id": fluent._last_active_run_id.get(),
+    }
+
+
+def _relocated(uri: str) -> str:
+    """A local store's URI (a path, ``file:``, ``sqlite:///``) pointing into the working
+    directory the checkpoint was taken in, mapped into this process's; any other as it is."""
+    for prefix in ("sqlite:///", "file://", "file:", ""):
+        if uri.startswith(prefix):
+            path = uri[len(prefix) :]
+            if os.path.isabs(path):
+                return prefix + workdir.relocate(path)
+            return uri
+    return uri
+
+
+def restore_mlflow(state: dict[str, Any] | None) -> None:
+    if not state:
+        return
+    mlflow = importlib.import_module("mlflow")
+    fluent = importlib.import_module("mlflow.tracking.fluent")
+
+    if state["tracking_uri"] is not None:
+        mlflow.set_tracking_uri(_relocated(state["tracking_uri"]))
+    if state["registry_uri"] is not None:
+        mlflow.set_registry_uri(_relocated(state["registry_uri"]))
+    fluent._active_experiment_id = state["experiment_id"]  # type: ignore[attr-defined]
+    for depth, run_id in enumerate(state["runs"]):
+        try:
+            mlflow.start_run(run_id=run_id, nested=depth > 0)
+        except Exception as exc:  # the program runs on; what did not come back is said
+            note_on_restore(
+                f"the MLflow run {run_id} could not be made active again "
+                f"({type(exc).__name__}: {exc}); the program's next log starts a new run. "
+                "Check that its tracking server is reachable and the run not deleted"
+            )
+            break
+    if state["last_run_id"] is not None:
+        fluent._last_active_run_id.set(state["last_run_id"])
+
+
+def specs() -> tuple[list[CaptureExtensionSpec], list[CaptureExtensionSpec]]:
+    """(the flush, run before every other extension reads anything; the fluent state, restored
+    after the working directory and the environment)."""
+    flush = CaptureExtensionSpec(
+        name="mlflow_pending",
+        capture=flush_mlflow,
+        restore=lambda _: None,
+        modules=("mlflow",),
+        description="MLflow's asynchronously logged values, written before the files are read",
+    )
+    fluent = CaptureExtensionSpec(
+        name="mlflow_runs",
+        capture=capture_mlflow,
+        restore=restore_mlflow,
+        modules=("mlflow",),
+        description="MLflow's active runs, experiment and URIs, made active again at the resume",
+    )
+    return [flush], [fluent]
