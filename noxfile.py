@@ -191,10 +191,10 @@ TORCH_PIN = "torch==2.13.0"
 TORCH_WHEELS = Path(os.environ.get("PORTAL_TORCH_WHEELS", "/opt/wheels"))
 
 
-#: The training frameworks and event writers capture's tests pause inside
-#: (test_capture_frameworks_real.py, test_capture_writers.py), from the registry. Not an extra of
-#: portal-capture: every extra is installed before torch, and these need torch, which must be the
-#: local CPU build (they would pull a CUDA one).
+#: The training frameworks, event writers and loaders capture's tests pause inside
+#: (test_capture_frameworks_real.py, test_capture_writers.py, test_capture_stateful_loaders.py),
+#: from the registry. Not an extra of portal-capture: every extra is installed before torch, and
+#: these need torch, which must be the local CPU build (they would pull a CUDA one).
 FRAMEWORK_PINS = [
     "accelerate==1.16.0",
     "transformers==5.25.0",
@@ -203,6 +203,7 @@ FRAMEWORK_PINS = [
     "tensorboardX==2.6.5",
     "wandb==0.31.0",  # offline only: the tests set WANDB_MODE=offline, no error reporting
     "mlflow-skinny==3.18.0",  # a local store only; telemetry off (the session's environment)
+    "torchdata==0.11.0",  # StatefulDataLoader
 ]
 
 

@@ -353,6 +353,8 @@ class AgainstPlain(NamedTuple):
     err: bytes
     plain_dir: Path
     job: Path
+    #: The paused run's output alone (where the pause came).
+    paused_out: bytes = b""
 
 
 def paused_against_plain(
@@ -379,4 +381,4 @@ def paused_against_plain(
     assert paused.events[-1]["event"] == "paused", (paused.events, paused.err.decode()[-3000:])
     assert paused.returncode == EXIT_PAUSED, paused.err.decode()[-3000:]
     after, err, _ = resume_noted(paused.checkpoint, job, env=env)
-    return AgainstPlain(plain, paused.out + after, err, plain_dir, job)
+    return AgainstPlain(plain, paused.out + after, err, plain_dir, job, paused.out)

@@ -18,6 +18,14 @@ iterator travels as it is with it (:mod:`portal.capture.rawstate`: torch's itera
 pickling). Read by worker processes it is refused, named, with the way out: each worker holds its
 own position in a process that does not travel.
 
+**torchdata's StatefulDataLoader** says where it stands itself: its iterator's ``state_dict()``
+holds the sampler's position and, read by workers, each worker's dataset state (an
+IterableDataset's own ``state_dict``, or the count torchdata fast-forwards by), as of the last
+batch the program received. Its iterator travels as that state and is made again by the loader's
+``load_state_dict`` and ``iter``: new workers start where the old ones stood, with the same base
+seed, so a stream of shards read by workers continues at its next batch. (Through torch's own
+path above, a resumed StatefulDataLoader iterator failed to construct and the job was lost.)
+
 The iterator's ``__init__`` stays torch's own: a warning it gives (``pin_memory`` on a machine
 with no accelerator) names the line of torch's that made the iterator, as in a plain run, not a
 wrapper of Portal's. Only the re-creation at a resume wraps it, with its warnings silenced: the
@@ -46,9 +54,17 @@ from portal.capture.extensions._imports import when_imported
 from portal.capture.rawstate import raw_reduce
 from portal.core.specs import CaptureExtensionSpec, SerializerSpec
 
-__all__ = ["BarIterator", "Epoch", "install", "serializer_specs", "specs"]
+__all__ = [
+    "BarIterator",
+    "Epoch",
+    "install",
+    "rebuild_stateful_iterator",
+    "serializer_specs",
+    "specs",
+]
 
 _DATALOADER = "torch.utils.data.dataloader"
+_STATEFUL = "torchdata.stateful_dataloader.stateful_dataloader"
 _PATCHED = "_portal_patched"
 
 # -- DataLoader: recording each epoch's start ------------------------------------------------
@@ -153,10 +169,7 @@ def reduce_loader_iterator(it: Any) -> Any:
     module = sys.modules[_DATALOADER]
     epoch = it.__dict__.get("_portal_epoch")
     if epoch is None:
-        raise TypeError(
-            "cannot carry this DataLoader iterator: it was created before Portal's runtime was "
-            "armed, so the epoch's order is unknown. Run the script with `portal run`"
-        )
+        raise _unarmed()
     if it._dataset_kind != module._DatasetKind.Map:
         if it._num_workers == 0:
             # The position is the dataset's own iterator (a generator of its ``__iter__``, say),
@@ -166,13 +179,42 @@ def reduce_loader_iterator(it: Any) -> Any:
             f"cannot carry an iterator over an IterableDataset read by {it._num_workers} worker "
             "processes: each worker's position lies inside its own copy of the dataset's "
             "iterator, in a process that does not travel. Give the DataLoader num_workers=0 "
-            "(its position then travels with the program), use a map-style Dataset (with "
-            "__getitem__), or pause between epochs"
+            "(its position then travels with the program), read it with torchdata's "
+            "StatefulDataLoader (each worker's position comes back through its state_dict), use "
+            "a map-style Dataset (with __getitem__), or pause between epochs"
         )
     return (
         _rebuild_loader_iterator,
         (type(it), it._portal_loader, epoch, it._num_yielded, it._base_seed),
     )
+
+
+def _unarmed() -> TypeError:
+    return TypeError(
+        "cannot carry this DataLoader iterator: it was created before Portal's runtime was "
+        "armed, so the epoch's order is unknown. Run the script with `portal run`"
+    )
+
+
+def reduce_stateful_iterator(it: Any) -> Any:
+    """A torchdata StatefulDataLoader's iterator as (its loader, its own ``state_dict()``)."""
+    loader = it.__dict__.get("_portal_loader")
+    if loader is None:
+        raise _unarmed()
+    return (rebuild_stateful_iterator, (loader, it.state_dict()))
+
+
+def rebuild_stateful_iterator(loader: Any, state: dict[str, Any]) -> Any:
+    """The iterator again, by torchdata's own protocol; the generators left as they were (making
+    an iterator draws a base seed the state already holds)."""
+    saved = _states(_generators(loader))
+    try:
+        loader.load_state_dict(state)
+        with warnings.catch_warnings():  # given by the first process already
+            warnings.simplefilter("ignore")
+            return iter(loader)
+    finally:
+        _apply(saved)
 
 
 def _replay(index_sampler: Any, epoch: Epoch, skip: int) -> Iterator[Any]:
@@ -238,6 +280,8 @@ def reduce_loader(loader: Any) -> Any:
         return NotImplemented
     state = dict(rv[2])
     state["_iterator"] = None
+    if state.get("_initial_iter_for_state_dict"):  # torchdata's: that iterator is not carried
+        state["_initial_iter_for_state_dict"] = False
     return (rv[0], rv[1], state, *rv[3:])
 
 
@@ -345,10 +389,12 @@ def serializer_specs() -> list[SerializerSpec]:
             reducers={
                 f"{_DATALOADER}._BaseDataLoaderIter": reduce_loader_iterator,
                 f"{_DATALOADER}.DataLoader": reduce_loader,
+                f"{_STATEFUL}._StatefulBaseDataLoaderIter": reduce_stateful_iterator,
                 "tqdm.std.tqdm": reduce_bar,
                 "tqdm.std.tqdm.__iter__": reduce_bar_generator,
             },
-            description="DataLoader iterators re-created at their position; tqdm bars",
+            description="DataLoader iterators re-created at their position (torchdata's "
+            "StatefulDataLoader by its own state_dict); tqdm bars",
         )
     ]
 
