@@ -16,16 +16,21 @@ A subclass may not quietly replace a standard test: ``test_no_overrides`` fails 
 override is marked ``@pytest.mark.xfail(reason=...)``.
 """
 
+from portal.testing.capture import CaptureExtensionContract, SerializerContract
 from portal.testing.clock import FakeClock
 from portal.testing.contracts import (
     NoticeSourceContract,
     PlacementPolicyContract,
     StorageBackendContract,
 )
+from portal.testing.keys import KeyStoreContract
 
 __all__ = [
+    "CaptureExtensionContract",
     "FakeClock",
+    "KeyStoreContract",
     "NoticeSourceContract",
     "PlacementPolicyContract",
+    "SerializerContract",
     "StorageBackendContract",
 ]
