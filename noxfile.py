@@ -204,6 +204,7 @@ FRAMEWORK_PINS = [
     "wandb==0.31.0",  # offline only: the tests set WANDB_MODE=offline, no error reporting
     "mlflow-skinny==3.18.0",  # a local store only; telemetry off (the session's environment)
     "torchdata==0.11.0",  # StatefulDataLoader
+    "datasets==5.2.0",  # streaming from local files only: the tests set HF_*_OFFLINE
 ]
 
 

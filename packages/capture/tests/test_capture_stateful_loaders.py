@@ -1,15 +1,20 @@
-"""torchdata's StatefulDataLoader, read by worker processes: its iterator travels as its own
-``state_dict()`` and is made again by the loader's ``load_state_dict``, so a stream of shards
-read by two workers continues at its next batch, mid-epoch, and a shuffled map-style dataset at
-the next batch of the same order. Before, a stream read by workers could pause only between
-epochs (the pause waited for the loop to end), and a shuffled one was lost at the resume
-(torch's own path could not construct torchdata's iterator).
-torch and torchdata (noxfile.py's FRAMEWORK_PINS): Python 3.11, skipped elsewhere."""
+"""Loaders that say where they stand. torchdata's StatefulDataLoader, read by worker processes:
+its iterator travels as its own ``state_dict()`` and is made again by the loader's
+``load_state_dict``, so a stream of shards read by two workers continues at its next batch,
+mid-epoch, and a shuffled map-style dataset at the next batch of the same order. Before, a
+stream read by workers could pause only between epochs (the pause waited for the loop to end),
+and a shuffled one was lost at the resume (torch's own path could not construct torchdata's
+iterator). An IterableDataset with a ``state_dict`` read in process by torch's DataLoader (a
+Hugging Face streaming dataset, whose iterator holds a pyarrow reader) travels as that state:
+it paused only at the epoch's end before.
+torch, torchdata and datasets (noxfile.py's FRAMEWORK_PINS): Python 3.11, skipped elsewhere."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pickle
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +100,29 @@ def test_a_shuffled_dataset_read_by_workers_continues_in_the_same_order() -> Non
     assert sorted(i for b in seen + rest for i in b) == list(range(30))
 
 
+class Unpicklable(Counted):
+    """A stream whose iterator holds what no pickle carries (a reader of a library's, say), and
+    which says where it stands."""
+
+    def __iter__(self) -> Any:
+        reader = threading.Lock()  # as a pyarrow reader: cannot be pickled
+        with reader:
+            yield from super().__iter__()
+
+
+def test_an_iterable_dataset_that_says_where_it_stands_travels_as_its_state() -> None:
+    loader = torch.utils.data.DataLoader(Unpicklable(30), batch_size=4)
+    it = iter(loader)
+    seen = [next(it).tolist() for _ in range(3)]
+    state = torch.get_rng_state()
+    resumed = roundtrip({"loader": loader, "it": it})
+    assert torch.equal(torch.get_rng_state(), state)  # the rebuild drew nothing for good
+    rest = [b.tolist() for b in it]
+    assert [b.tolist() for b in resumed["it"]] == rest
+    assert sorted(i for b in seen + rest for i in b) == list(range(30))
+    assert resumed["it"]._num_yielded == 3 + len(rest)
+
+
 def test_a_loader_asked_for_its_state_before_its_loop_travels() -> None:
     """``loader.state_dict()`` before the first ``iter`` makes (and keeps) an iterator for that
     loop, with its workers: that iterator stays behind, and the resumed loader makes its own."""
@@ -119,3 +147,33 @@ def test_a_training_loop_over_a_stateful_loader_pauses_mid_epoch_and_resumes_ide
     )
     assert run.out == run.plain.stdout, run.err.decode()[-2000:]
     assert run.paused_out.count(b"step ") < 15, run.paused_out.decode()
+
+
+_HF_ENV = {  # the datasets library reads local files only: nothing leaves the machine
+    "HF_DATASETS_OFFLINE": "1",
+    "HF_HUB_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    "STEP_SLEEP": "0.1",
+}
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("datasets") is None,
+    reason="needs datasets (noxfile.py's FRAMEWORK_PINS)",
+)
+@pytest.mark.parametrize("shape", ["plain", "stateful"])
+def test_a_hugging_face_streaming_dataset_pauses_mid_epoch_and_resumes_identical(
+    tmp_path: Path, shape: str
+) -> None:
+    """``load_dataset(..., streaming=True)`` read by torch's DataLoader in process, or by two
+    workers of torchdata's: paused at the next line (an epoch is 25 batches; before, the pause
+    waited for its end), and the resumed run prints what an uninterrupted run prints."""
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "loaders" / "hf_stream.py",
+        shape,
+        ready=lambda out: out.count(b"step ") >= 4,
+        env={**os.environ, **_HF_ENV, "HF_HOME": str(tmp_path / "hf")},
+    )
+    assert run.out == run.plain.stdout, run.err.decode()[-2000:]
+    assert run.paused_out.count(b"step ") < 20, run.paused_out.decode()

@@ -15,7 +15,10 @@ the program. An IterableDataset's position is inside its own iterator: read in t
 (``num_workers=0``, the shape of llama2.c's and most pre-training loaders) that iterator is an
 object of the program's, a generator of the dataset's ``__iter__`` as a rule, and the DataLoader's
 iterator travels as it is with it (:mod:`portal.capture.rawstate`: torch's iterator refuses
-pickling). Read by worker processes it is refused, named, with the way out: each worker holds its
+pickling). A dataset that says where it stands (``state_dict`` and ``load_state_dict``,
+torchdata's Stateful protocol: a Hugging Face streaming ``IterableDataset`` is one, whose
+iterator holds a pyarrow reader no pickle can carry, so its pause waited for the epoch's end)
+travels as that state instead, and the iterator is made again after the dataset loads it. Read by worker processes it is refused, named, with the way out: each worker holds its
 own position in a process that does not travel.
 
 **torchdata's StatefulDataLoader** says where it stands itself: its iterator's ``state_dict()``
@@ -58,6 +61,7 @@ __all__ = [
     "BarIterator",
     "Epoch",
     "install",
+    "rebuild_stateful_dataset_iterator",
     "rebuild_stateful_iterator",
     "serializer_specs",
     "specs",
@@ -172,6 +176,12 @@ def reduce_loader_iterator(it: Any) -> Any:
         raise _unarmed()
     if it._dataset_kind != module._DatasetKind.Map:
         if it._num_workers == 0:
+            dataset = it._portal_loader.dataset
+            if _says_where_it_stands(dataset):
+                return (
+                    rebuild_stateful_dataset_iterator,
+                    (it._portal_loader, dataset.state_dict(), it._num_yielded),
+                )
             # The position is the dataset's own iterator (a generator of its ``__iter__``, say),
             # an object of this process: the iterator travels as it is, with it.
             return raw_reduce(it)
@@ -187,6 +197,28 @@ def reduce_loader_iterator(it: Any) -> Any:
         _rebuild_loader_iterator,
         (type(it), it._portal_loader, epoch, it._num_yielded, it._base_seed),
     )
+
+
+def _says_where_it_stands(dataset: Any) -> bool:
+    """Whether ``dataset`` keeps its own position (torchdata's Stateful protocol)."""
+    return callable(getattr(dataset, "state_dict", None)) and callable(
+        getattr(dataset, "load_state_dict", None)
+    )
+
+
+def rebuild_stateful_dataset_iterator(loader: Any, state: Any, num_yielded: int) -> Any:
+    """An in-process iterator over a dataset that said where it stood: the dataset loads that
+    state and the loader makes its iterator again (the base seed it draws is put back)."""
+    saved = _states(_generators(loader))
+    try:
+        loader.dataset.load_state_dict(state)
+        with warnings.catch_warnings():  # given by the first process already
+            warnings.simplefilter("ignore")
+            it = iter(loader)
+    finally:
+        _apply(saved)
+    it._num_yielded = num_yielded
+    return it
 
 
 def _unarmed() -> TypeError:
