@@ -23,7 +23,16 @@ from portal.core.errors import InvalidArgumentError, PortalError
 from portal.core.hookspecs import hookimpl
 from portal.core.plugins import Plugins, PortalPluginManager, get_plugin_manager
 from portal.core.settings import Settings
-from portal.jobs import Cancelled, NoticeSent, Output, Placement, Portal, Said, Started
+from portal.jobs import (
+    Cancelled,
+    JobStatus,
+    NoticeSent,
+    Output,
+    Placement,
+    Portal,
+    Said,
+    Started,
+)
 
 
 @pytest.fixture
@@ -88,7 +97,15 @@ def test_run_notice_wait_resume_as_a_library_continues_as_one_run(
     assert next(s.text for s in shown if isinstance(s, Said)).startswith("attempt 2 on local")
     only_err = list(portal.logs(started.job, streams=("stderr",)))
     assert only_err and {o.stream for o in only_err if isinstance(o, Output)} == {"stderr"}
-    assert portal.status(started.job)["state"] == "done"
+    status = portal.status(started.job)
+    assert isinstance(status, JobStatus) and status.state is JobState.DONE
+    assert [(a.number, a.state, a.exit_code) for a in status.attempts] == [
+        (1, "suspended", 75),
+        (2, "exited", 0),
+    ]
+    assert status.attempts[1].resumed_from == resumed.checkpoint
+    assert status.last_checkpoint is not None and status.last_checkpoint.id == resumed.checkpoint
+    assert status.to_json() == portal.views.status(portal.job(started.job.id))  # the --json
     assert [row["job"] for row in portal.jobs()] == [started.job.id]
     assert waited.state is JobState.RUNNING  # `until=()` and a timeout: the job as it was then
     assert capfd.readouterr() == ("", "")  # a library prints nothing

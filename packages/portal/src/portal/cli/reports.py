@@ -22,58 +22,57 @@ __all__ = ["checkpoints", "jobs", "plugins", "status"]
 def status(portal: Portal, options: argparse.Namespace) -> int:
     """``portal status JOB [--json]``: its state, attempts, checkpoints and the check's verdict."""
     job = portal.job(options.job)
-    data = portal.views.status(job)
+    found = portal.status(job)
     if options.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(found.to_json(), indent=2))
         return 0
     print(f"job       {job.id}" + (f" ({job.name})" if job.name else ""))
     print(f"state     {job.state}")
     print(f"script    {job.script} {' '.join(job.args)}".rstrip())
     if job.nproc_per_node:
         print(f"ranks     {job.nproc_per_node} (torch.distributed, launched by Portal)")
-    print(f"workdir   {data['workdir']}")
-    print(f"attempts  {len(data['attempts'])}")
-    for a in data["attempts"]:
-        code = "" if a["exit_code"] is None else f", exit {a['exit_code']}"
-        print(f"  #{a['number']} {a['machine']}: {a['state']}{code}")
-    if data["error"]:  # a failed job's last words on stderr: why it failed
-        print(f"error     {data['error']}")
-    ckpt = data["last_checkpoint"]
+    print(f"workdir   {found.workdir}")
+    print(f"attempts  {len(found.attempts)}")
+    for a in found.attempts:
+        code = "" if a.exit_code is None else f", exit {a.exit_code}"
+        print(f"  #{a.number} {a.machine}: {a.state}{code}")
+    if found.error:  # a failed job's last words on stderr: why it failed
+        print(f"error     {found.error}")
+    ckpt = found.last_checkpoint
     if ckpt:
-        print(
-            f"checkpoint {ckpt['id']} ({units.size(ckpt['bytes'])}, "
-            f"{units.clock(ckpt['created_at'])})"
-        )
+        size = "size unknown" if ckpt.bytes is None else units.size(ckpt.bytes)
+        when = "" if ckpt.created_at is None else f", {units.clock(ckpt.created_at)}"
+        print(f"checkpoint {ckpt.id} ({size}{when})")
     else:
         print("checkpoint none complete")
-    last = data["attempts"][-1] if data["attempts"] else None
-    if last and last["state"] == "lost" and ckpt and job.state is not JobState.RUNNING:
+    last = found.last_attempt
+    if last and last.state == "lost" and ckpt and job.state is not JobState.RUNNING:
         how = (
             "stopped during the pause for its notice, before its checkpoint was stored"
-            if data.get("lost_during_notice")
+            if found.lost_during_notice
             else "stopped without notice"
         )
-        print(f"lost      attempt {last['number']} {how}: {wording.lost_way_out(job)}")
-    kept = data.get("kept_checkpoint")
+        print(f"lost      attempt {last.number} {how}: {wording.lost_way_out(job)}")
+    kept = found.kept_checkpoint
     if kept:
         print(
-            f"kept      attempt {kept['attempt']}'s checkpoint ({units.size(kept['bytes'])}) "
-            f"is on this machine only, at {kept['path']}: its upload failed. `portal resume "
+            f"kept      attempt {kept.attempt}'s checkpoint ({units.size(kept.bytes)}) "
+            f"is on this machine only, at {kept.path}: its upload failed. `portal resume "
             f"{options.job}` stores it first and continues from it"
         )
-    for partial in data.get("incomplete_checkpoints", []):
-        print(f"  {partial['id']}: incomplete, not resumable ({partial['note']})")
-    for bad in data.get("damaged_checkpoints", []):
-        print(f"  {bad['id']}: {bad['state']}, not resumable ({bad['why']})")
-    if data.get("waiting_for"):
-        print(f"silent    {data['waiting_for']}")
-    carry = data["carry"]
-    if carry["ok"] is None:
+    for partial in found.incomplete_checkpoints:
+        print(f"  {partial.id}: incomplete, not resumable ({partial.note})")
+    for bad in found.damaged_checkpoints:
+        print(f"  {bad.id}: {bad.state}, not resumable ({bad.why})")
+    if found.waiting_for:
+        print(f"silent    {found.waiting_for}")
+    carry = found.carry
+    if carry.ok is None:
         print("carry     not checked yet")
-    elif carry["ok"]:
+    elif carry.ok:
         print("carry     ok: a checkpoint can carry the whole state")
     else:
-        print(f"carry     {'blocked' if carry['blocked'] else 'warning'}: {carry['warning']}")
+        print(f"carry     {'blocked' if carry.blocked else 'warning'}: {carry.warning}")
     return 0
 
 

@@ -25,10 +25,20 @@ from portal.jobs.results import (
     Started,
 )
 from portal.jobs.session import Portal
+from portal.jobs.status import (
+    AttemptStatus,
+    CarryStatus,
+    CheckpointRef,
+    JobStatus,
+)
 
 __all__ = [
+    "AttemptStatus",
     "Cancelled",
+    "CarryStatus",
+    "CheckpointRef",
     "JobRef",
+    "JobStatus",
     "Moved",
     "NotPlacedError",
     "NoticeSent",

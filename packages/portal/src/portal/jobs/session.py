@@ -53,6 +53,7 @@ from portal.jobs.placement import OnOffers, local_only, offers_installed
 from portal.jobs.ranks import nproc_option
 from portal.jobs.results import Cancelled, JobRef, Moved, NoticeSent, Placement, Started
 from portal.jobs.resume_point import resume_point
+from portal.jobs.status import JobStatus
 from portal.node.launch import NodeStartError, launch_node, resume_workdir
 from portal.node.periodic import checkpoint_every_option, note_periodic_resume
 from portal.node.spool import store_kept
@@ -434,10 +435,10 @@ class Portal:
                 return found
             time.sleep(poll_s)
 
-    def status(self, job: JobRef) -> dict[str, Any]:
-        """The job's state, attempts, checkpoints and checkpoint check: the object ``portal
-        status JOB --json`` prints (schema in docs/cli-json.md)."""
-        return self.views.status(self.job(job))
+    def status(self, job: JobRef) -> JobStatus:
+        """The job's state, attempts, checkpoints and checkpoint check, typed; ``to_json()``
+        gives the object ``portal status JOB --json`` prints (schema in docs/cli-json.md)."""
+        return JobStatus.from_json(self.views.status(self.job(job)))
 
     def jobs(self) -> list[dict[str, Any]]:
         """Every job, oldest first: the rows ``portal jobs --json`` prints."""
