@@ -382,3 +382,15 @@ def paused_against_plain(
     assert paused.returncode == EXIT_PAUSED, paused.err.decode()[-3000:]
     after, err, _ = resume_noted(paused.checkpoint, job, env=env)
     return AgainstPlain(plain, paused.out + after, err, plain_dir, job, paused.out)
+
+
+def roundtrip(obj: Any) -> Any:
+    """``obj`` through the checkpoint's pickler with every plugin's reducers, loaded back from
+    its buffers in this process, as a resume loads them."""
+    import pickle
+
+    from portal.capture._plugins import load_reducers
+    from portal.capture.pickler import dumps, resolve_reducers
+
+    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
+    return pickle.loads(data, buffers=[memoryview(bytearray(b)) for b in buffers])

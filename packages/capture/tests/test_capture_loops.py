@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import random
 import re
 import shutil
@@ -32,14 +31,13 @@ from _harness import (  # noqa: E402
     pause_at_line,
     plain_run,
     resume_noted,
+    roundtrip,
     runtime,
     short_dir,
 )
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset  # noqa: E402
 
-from portal.capture._plugins import load_reducers  # noqa: E402
 from portal.capture.extensions import loops  # noqa: E402
-from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
 
 SCRIPTS = Path(__file__).parent / "torch_scripts"
 
@@ -47,11 +45,6 @@ SCRIPTS = Path(__file__).parent / "torch_scripts"
 @pytest.fixture(autouse=True)
 def armed() -> None:
     loops.install(dataloader_module)  # as the runtime does when torch is imported
-
-
-def roundtrip(obj: Any) -> Any:
-    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
-    return pickle.loads(data, buffers=[memoryview(bytearray(b)) for b in buffers])
 
 
 def batches(it: Any) -> list[list[int]]:

@@ -3,23 +3,16 @@
 
 from __future__ import annotations
 
-import pickle
 import re
 import sys
-from typing import Any
 
 import pytest
 
 tqdm_module = pytest.importorskip("tqdm")
 
-from portal.capture._plugins import load_reducers  # noqa: E402
+from _harness import roundtrip  # noqa: E402
+
 from portal.capture.extensions import loops  # noqa: E402
-from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
-
-
-def roundtrip(obj: Any) -> Any:
-    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
-    return pickle.loads(data, buffers=[memoryview(bytearray(b)) for b in buffers])
 
 
 @pytest.mark.parametrize("taken", [0, 1, 4, 7])

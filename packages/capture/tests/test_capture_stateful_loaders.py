@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import pickle
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,12 +23,10 @@ torch = pytest.importorskip("torch")
 stateful = pytest.importorskip("torchdata.stateful_dataloader")
 
 import torch.utils.data.dataloader as dataloader_module  # noqa: E402
-from _harness import CORPUS, paused_against_plain  # noqa: E402
+from _harness import CORPUS, paused_against_plain, roundtrip  # noqa: E402
 from torch.utils.data import IterableDataset, get_worker_info  # noqa: E402
 
-from portal.capture._plugins import load_reducers  # noqa: E402
 from portal.capture.extensions import loops  # noqa: E402
-from portal.capture.pickler import dumps, resolve_reducers  # noqa: E402
 
 # torchdata 0.11 calls torch.set_vital, which torch 2.13 deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWarning")
@@ -38,11 +35,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:'set_vital' is deprecated:UserWa
 @pytest.fixture(autouse=True)
 def armed() -> None:
     loops.install(dataloader_module)  # as the runtime does when torch is imported
-
-
-def roundtrip(obj: Any) -> Any:
-    data, buffers, _ = dumps(obj, namespaces={}, reducers=resolve_reducers(load_reducers()))
-    return pickle.loads(data, buffers=[memoryview(bytearray(b)) for b in buffers])
 
 
 class Counted(IterableDataset):  # type: ignore[type-arg]

@@ -137,6 +137,17 @@ class SerializerContract(_Contract):
             return reducers.get(value.gi_code)
         return next((reducers[b] for b in type(value).__mro__ if b in reducers), None)
 
+    def _reduced(
+        self, spec: SerializerSpec, values: Sequence[object]
+    ) -> Iterator[tuple[object, Any]]:
+        """Each value with what its reducer returned, those it declined left out."""
+        for value in values:
+            reducer = self._reducer_of(spec, value)
+            assert reducer is not None, f"no reducer takes a {_qualified(type(value))}"
+            rv = reducer(value)
+            if rv is not NotImplemented:
+                yield value, rv
+
     def test_keys_are_qualified_names(self, spec: SerializerSpec) -> None:
         """``"package.module.Type"``: the engine resolves a key only once the program has
         imported its module, so registering costs no import."""
@@ -159,12 +170,7 @@ class SerializerContract(_Contract):
     def test_reducers_give_a_reduce_tuple_or_decline(
         self, spec: SerializerSpec, values: Sequence[object]
     ) -> None:
-        for value in values:
-            reducer = self._reducer_of(spec, value)
-            assert reducer is not None
-            rv = reducer(value)
-            if rv is NotImplemented:
-                continue
+        for value, rv in self._reduced(spec, values):
             assert isinstance(rv, tuple) and 2 <= len(rv) <= 6, (
                 f"the reducer of {_qualified(type(value))} returned {type(rv).__name__}, not a "
                 "__reduce__ tuple (callable, args, ...) or NotImplemented"
@@ -176,12 +182,7 @@ class SerializerContract(_Contract):
     ) -> None:
         """The checkpoint names the rebuild function, and a resumed process imports it: a
         lambda, a closure or a method of a local class cannot be found there."""
-        for value in values:
-            reducer = self._reducer_of(spec, value)
-            assert reducer is not None
-            rv = reducer(value)
-            if rv is NotImplemented:
-                continue
+        for value, rv in self._reduced(spec, values):
             rebuild = rv[0]
             if isinstance(rebuild, type):
                 continue  # a class, found by name as any class
