@@ -18,8 +18,9 @@ iterator travels as it is with it (:mod:`portal.capture.rawstate`: torch's itera
 pickling). A dataset that says where it stands (``state_dict`` and ``load_state_dict``,
 torchdata's Stateful protocol: a Hugging Face streaming ``IterableDataset`` is one, whose
 iterator holds a pyarrow reader no pickle can carry, so its pause waited for the epoch's end)
-travels as that state instead, and the iterator is made again after the dataset loads it. Read by worker processes it is refused, named, with the way out: each worker holds its
-own position in a process that does not travel.
+travels as that state instead, and the iterator is made again after the dataset loads it. Read
+by worker processes it is refused, named, with the way out: each worker holds its own position
+in a process that does not travel.
 
 **torchdata's StatefulDataLoader** says where it stands itself: its iterator's ``state_dict()``
 holds the sampler's position and, read by workers, each worker's dataset state (an
@@ -49,7 +50,7 @@ import itertools
 import sys
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from portal.capture import frames
@@ -206,17 +207,24 @@ def _says_where_it_stands(dataset: Any) -> bool:
     )
 
 
-def rebuild_stateful_dataset_iterator(loader: Any, state: Any, num_yielded: int) -> Any:
-    """An in-process iterator over a dataset that said where it stood: the dataset loads that
-    state and the loader makes its iterator again (the base seed it draws is put back)."""
+def _iter_after(loader: Any, load: Callable[[Any], object], state: Any) -> Any:
+    """``iter(loader)`` once ``load(state)`` put back where it stood; the generators left as
+    they were (making an iterator draws a base seed the state already holds), and the
+    warnings making it gives silenced (the first process gave them)."""
     saved = _states(_generators(loader))
     try:
-        loader.dataset.load_state_dict(state)
-        with warnings.catch_warnings():  # given by the first process already
+        load(state)
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            it = iter(loader)
+            return iter(loader)
     finally:
         _apply(saved)
+
+
+def rebuild_stateful_dataset_iterator(loader: Any, state: Any, num_yielded: int) -> Any:
+    """An in-process iterator over a dataset that said where it stood: the dataset loads that
+    state and the loader makes its iterator again."""
+    it = _iter_after(loader, loader.dataset.load_state_dict, state)
     it._num_yielded = num_yielded
     return it
 
@@ -237,16 +245,8 @@ def reduce_stateful_iterator(it: Any) -> Any:
 
 
 def rebuild_stateful_iterator(loader: Any, state: dict[str, Any]) -> Any:
-    """The iterator again, by torchdata's own protocol; the generators left as they were (making
-    an iterator draws a base seed the state already holds)."""
-    saved = _states(_generators(loader))
-    try:
-        loader.load_state_dict(state)
-        with warnings.catch_warnings():  # given by the first process already
-            warnings.simplefilter("ignore")
-            return iter(loader)
-    finally:
-        _apply(saved)
+    """The iterator again, by torchdata's own protocol (the loader's ``load_state_dict``)."""
+    return _iter_after(loader, loader.load_state_dict, state)
 
 
 def _replay(index_sampler: Any, epoch: Epoch, skip: int) -> Iterator[Any]:

@@ -164,13 +164,9 @@ def capture_mlflow() -> dict[str, Any] | None:
 def _relocated(uri: str) -> str:
     """A local store's URI (a path, ``file:``, ``sqlite:///``) pointing into the working
     directory the checkpoint was taken in, mapped into this process's; any other as it is."""
-    for prefix in ("sqlite:///", "file://", "file:", ""):
-        if uri.startswith(prefix):
-            path = uri[len(prefix) :]
-            if os.path.isabs(path):
-                return prefix + workdir.relocate(path)
-            return uri
-    return uri
+    prefix = next((p for p in ("sqlite:///", "file://", "file:") if uri.startswith(p)), "")
+    path = uri[len(prefix) :]
+    return prefix + workdir.relocate(path) if os.path.isabs(path) else uri
 
 
 def restore_mlflow(state: dict[str, Any] | None) -> None:
