@@ -105,7 +105,10 @@ def test_a_notice_during_checks_still_suspends_and_resumes_identically(
 def test_a_long_native_call_is_reported_blocked_then_clear(portal: PortalCli) -> None:
     portal.env["PORTAL_CAPTURE_BLOCKED_AFTER_S"] = "0.5"
     portal.env["PORTAL_CAPTURE_PROBE_EVERY_S"] = "0.3"
-    job = portal("run", "--detach", "native.py").stdout.strip()
+    # Eight seconds in one native call: the blocked state lasts from 0.5 s into the call to its
+    # end, long past the few seconds one `portal status` takes on a loaded CI machine (a 2 s call
+    # left a window of about one second, which a slow status call missed once on 3.13).
+    job = portal("run", "--detach", "native.py", "8").stdout.strip()
     state = wait_carry(portal, job, "blocked")
     assert state["ok"] is False
     assert state["warning"].startswith("This job passed no pause point for 0 s")
@@ -115,6 +118,8 @@ def test_a_long_native_call_is_reported_blocked_then_clear(portal: PortalCli) ->
     assert "portal: This job passed no pause point" in err
     final = carry(portal, job)
     assert final["blocked"] is None and final["ok"] is True
+    kinds = [e["kind"] for e in events(portal, job) if e["kind"].startswith("carry-")]
+    assert "carry-blocked" in kinds and "carry-unblocked" in kinds[kinds.index("carry-blocked") :]
     assert "carry-unblocked" in portal("explain", job).stdout
 
 
