@@ -45,6 +45,7 @@ from portal.capture import (
     progressive,
     rawstate,
     remade,
+    threads,
 )
 from portal.capture.restoring import PortalMethod, portal_key
 from portal.capture.staged import Buffer, staged_in
@@ -278,6 +279,8 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
             return _reduce_code
         if t is functools._lru_cache_wrapper:
             return self._reduce_lru_cache
+        if issubclass(t, threading.Thread):
+            return threads.reduce_thread  # the program's parked threads travel
         if issubclass(t, _PROCESS_BOUND):
             return _refuse_process_bound
         if issubclass(t, io.IOBase):

@@ -22,10 +22,11 @@ import io
 import pickle
 import sys
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import Any, NamedTuple
 
+from portal.capture import threads
 from portal.capture._rebuild import module_namespace
 from portal.capture.codegen import build_resumed_code
 from portal.capture.frames import local_slot_count
@@ -34,7 +35,14 @@ from portal.capture.libraries import verify as verify_libraries
 from portal.capture.restoring import RESUMED_CODE, ResumedInfo, after_restore, deferring
 from portal.capture.snapshot import CaptureExtension, FrameRecord, Snapshot
 
-__all__ = ["RESUMED_CODE", "Restored", "after_restore", "build_frames", "restore"]
+__all__ = [
+    "RESUMED_CODE",
+    "Restored",
+    "after_restore",
+    "build_frames",
+    "build_thread",
+    "restore",
+]
 
 
 class Restored(NamedTuple):
@@ -97,7 +105,10 @@ def restore(
                 ext.restore(state)
     for rebuild in deferred:
         rebuild()
-    return Restored(build_frames(snapshot.frames), main_module.__dict__)
+    module_code = build_frames(snapshot.frames)
+    for thread in snapshot.threads:
+        threads.start(thread, build_thread(thread.frames, thread.wait))
+    return Restored(module_code, main_module.__dict__)
 
 
 def build_frames(
@@ -110,32 +121,56 @@ def build_frames(
     (overwritten by the prologue) and zero-argument ``super()`` still finds its ``__class__``.
     """
     registry = RESUMED_CODE if registry is None else registry
-    inner: types.FunctionType | None = None
+    inner: Callable[[], Any] | None = None
     for record in reversed(records):
-        code = record.code
-        prefilled = _argument_slots(code)
-        resumed = build_resumed_code(
-            code,
-            slots=record.slots,
-            stack=record.stack,
-            resume_at=record.resume_at,
-            call=inner,
-            call_at=record.call_at,
-            prefilled=0 if record.module_level else prefilled,
-        )
-        registry[id(resumed.code)] = ResumedInfo(
-            code=resumed.code,
-            original=code,
-            prologue=resumed.prologue,
-            resume_at=record.resume_at,
-            call_at=record.call_at,
-        )
+        code = _resumed(record, inner, registry)
         if record.module_level:
             if record is not records[0]:
                 raise ValueError("only the outermost frame of a checkpoint may be module-level")
-            return resumed.code
-        inner = _function_for(resumed.code, code, record)
+            return code
+        inner = _function_for(code, record.code, record)
     raise ValueError("a checkpoint's outermost frame must be the script's module frame")
+
+
+def build_thread(
+    records: Sequence[FrameRecord],
+    wait: Callable[[], Any],
+    registry: dict[int, ResumedInfo] | None = None,
+) -> Callable[[], Any]:
+    """The resumed function of a carried thread's outermost frame (``records`` outermost
+    first), whose innermost frame calls ``wait`` again where it stood
+    (:mod:`portal.capture.threads`)."""
+    registry = RESUMED_CODE if registry is None else registry
+    inner: Callable[[], Any] = wait
+    for record in reversed(records):
+        if record.module_level:
+            raise ValueError("a carried thread's frames are function frames")
+        inner = _function_for(_resumed(record, inner, registry), record.code, record)
+    return inner
+
+
+def _resumed(
+    record: FrameRecord, call: Callable[[], Any] | None, registry: dict[int, ResumedInfo]
+) -> CodeType:
+    """``record``'s resumed code (its prologue calling ``call``, for an outer frame), registered
+    so that a later pause inside it reads it in terms of the original code."""
+    resumed = build_resumed_code(
+        record.code,
+        slots=record.slots,
+        stack=record.stack,
+        resume_at=record.resume_at,
+        call=call,
+        call_at=record.call_at,
+        prefilled=0 if record.module_level else _argument_slots(record.code),
+    )
+    registry[id(resumed.code)] = ResumedInfo(
+        code=resumed.code,
+        original=record.code,
+        prologue=resumed.prologue,
+        resume_at=record.resume_at,
+        call_at=record.call_at,
+    )
+    return resumed.code
 
 
 def _argument_slots(code: CodeType) -> int:

@@ -46,6 +46,7 @@ from portal.capture.pickler import (
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
+from portal.capture.threads import ThreadRecord, carrying, find_threads
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -111,6 +112,8 @@ class Snapshot(NamedTuple):
     modules: list[ModuleRecord]  # "__main__" first
     frames: list[FrameRecord]  # outermost first
     extensions: list[tuple[str, Any]]
+    #: The program's threads parked in a wait, started again there (:mod:`.threads`).
+    threads: tuple[ThreadRecord, ...] = ()
 
 
 class CaptureContext:
@@ -461,16 +464,19 @@ def take_snapshot(
         _record(f, chain[i - 1] if i else None, ctx, frame_namespaces) for i, f in enumerate(chain)
     ]
     records.reverse()
+    threads = find_threads(ctx, namespaces, _record)
     extensions = [
         (ext.name, ext.capture())
         for ext in ctx.extensions
         if all(m in sys.modules for m in getattr(ext, "modules", ()))
     ]
-    snapshot = Snapshot(modules=modules, frames=records, extensions=extensions)
+    snapshot = Snapshot(
+        modules=modules, frames=records, extensions=extensions, threads=tuple(threads.records)
+    )
     reducers = resolve_reducers(ctx.reducers)
     user_names = set(namespaces.values())
     carried = [(r.code, r.namespace) for r in records if r.namespace not in user_names]
-    with _user_classes_by_value([m for _, m in user_modules]):
+    with _user_classes_by_value([m for _, m in user_modules]), carrying(threads):
         try:
             data, buffers, size = dumps(
                 _globals_first(snapshot),
@@ -490,6 +496,7 @@ def take_snapshot(
                 exc,
                 held=slots,
                 is_user_code=ctx.user_code.is_user_code,
+                thread_frames=threads.live_frames,
             )
             # A value that only needs a later line (WaitForSafePoint) delays the pause like a
             # position does; whatever else is wrong is named once that has passed.
@@ -550,6 +557,36 @@ def _imports_to_replay(namespaces: Mapping[int, str]) -> list[str]:
     return names
 
 
+def _frame_roots(
+    roots: list[tuple[str, object, str, HeldSlot | None]],
+    records: Sequence[FrameRecord],
+    frames: Sequence[FrameType],
+    is_user_code: Callable[[CodeType], bool] | None,
+    *,
+    held: bool,
+) -> None:
+    """Each local and value-stack entry of ``records`` (outermost first; ``frames`` innermost
+    first) as a root to diagnose, innermost frame first; ``held``: with the slot holding it (the
+    paused thread's frames, whose slots a pause may wait on)."""
+    for record, frame in reversed(list(zip(records, reversed(frames), strict=True))):
+        at = where(frame, is_user_code)
+        names = [record.code._varname_from_oparg(i) for i in range(len(record.slots))]  # type: ignore[attr-defined]
+        for index, (name, value) in enumerate(zip(names, record.slots, strict=True)):
+            if value is NULL:
+                continue
+            slot = HeldSlot(frame, index, id(value)) if held else None
+            if isinstance(value, types.CellType):
+                try:
+                    value = value.cell_contents
+                except ValueError:
+                    continue
+            roots.append((name, value, at, slot))
+        for i, value in enumerate(record.stack):
+            if value is not NULL:
+                slot = HeldSlot(frame, len(record.slots) + i, id(value)) if held else None
+                roots.append((f"<value stack [{i}] of {record.code.co_name}>", value, at, slot))
+
+
 def diagnose(
     snapshot: Snapshot,
     chain: Sequence[FrameType],
@@ -560,6 +597,7 @@ def diagnose(
     budget: int = 2000,
     held: list[HeldSlot | None] | None = None,
     is_user_code: Callable[[CodeType], bool] | None = None,
+    thread_frames: Sequence[Sequence[FrameType]] = (),
 ) -> list[Problem]:
     """Name each value of ``snapshot`` that cannot be pickled, as the script knows it.
 
@@ -570,6 +608,7 @@ def diagnose(
     :param held: receives, for each root that fails, the frame slot holding it (None for a
         global or an extension's state): see :mod:`portal.capture.held`.
     :param is_user_code: names, for a library's frame, the script's line it runs under.
+    :param thread_frames: each of ``snapshot.threads``' live frames, innermost first.
     """
     innermost_where = where(chain[0], is_user_code) if chain else "?"
     seen: set[int] = set()
@@ -606,24 +645,9 @@ def diagnose(
             )
 
     roots: list[tuple[str, object, str, HeldSlot | None]] = []
-    frames_by_record = list(reversed(chain))  # outermost first, like snapshot.frames
-    for record, frame in reversed(list(zip(snapshot.frames, frames_by_record, strict=True))):
-        at = where(frame, is_user_code)
-        names = [record.code._varname_from_oparg(i) for i in range(len(record.slots))]  # type: ignore[attr-defined]
-        for index, (name, value) in enumerate(zip(names, record.slots, strict=True)):
-            if value is NULL:
-                continue
-            slot = HeldSlot(frame, index, id(value))
-            if isinstance(value, types.CellType):
-                try:
-                    value = value.cell_contents
-                except ValueError:
-                    continue
-            roots.append((name, value, at, slot))
-        for i, value in enumerate(record.stack):
-            if value is not NULL:
-                slot = HeldSlot(frame, len(record.slots) + i, id(value))
-                roots.append((f"<value stack [{i}] of {record.code.co_name}>", value, at, slot))
+    _frame_roots(roots, snapshot.frames, chain, is_user_code, held=True)
+    for thread, live in zip(snapshot.threads, thread_frames, strict=True):
+        _frame_roots(roots, thread.frames, live, is_user_code, held=False)
     for module in snapshot.modules:
         prefix = "" if module.name == "__main__" else f"{module.name}."
         for name, value in module.contents.items():

@@ -5,7 +5,8 @@ hold one of.
 * ``threading.Condition`` (and so ``queue.Queue``, ``Event``, ``Semaphore`` built on one)
   travels with its lock but without its waiters, when each waiter (another thread blocked in
   ``wait()``: a worker in ``queue.get()``) is a thread made again with its owner
-  (:func:`portal.capture.remade.thread_is_remade`): it waits on the new condition afresh. A
+  (:func:`portal.capture.remade.thread_is_remade`), or a thread of the program's carried in
+  its wait (:mod:`portal.capture.threads`): it waits on the new condition afresh. A
   thread that is not made again is named, with the way out (``portal.runtime.remake``): it
   would be lost. The lock itself goes by ``capture_locks``: one held at the pause still defers
   it. A queue travels with the items it holds.
@@ -32,6 +33,7 @@ import sys
 from typing import Any
 
 from portal.capture.remade import remade, remakes_threads, thread_is_remade
+from portal.capture.threads import is_carried
 from portal.core.specs import SerializerSpec, WaitForSafePoint
 
 __all__ = ["rebuild_condition", "rebuild_executor", "serializer_specs"]
@@ -54,13 +56,14 @@ def _reduce_condition(cond: Any) -> Any:
         if len(waiting) < len(cond._waiters):
             raise WaitForSafePoint("a thread is waking from a wait: the pause waits for it")
         for thread in waiting:
-            if not thread_is_remade(thread):
+            if not thread_is_remade(thread) and not is_carried(thread):
                 raise _refuse(
                     cond,
-                    f"thread {thread.name!r} waits on it, and a thread does not travel (its work "
-                    "would be lost): make the object that owns the thread again at the resume, "
-                    "with portal.runtime.remake(obj, factory, *args) where obj is made, or end "
-                    "the thread before the pause",
+                    f"thread {thread.name!r} waits on it, and that thread does not travel (its "
+                    "work would be lost; a thread travels when a function of the program's "
+                    "waits in a queue's get or put or an event's wait): make the object that "
+                    "owns the thread again at the resume, with portal.runtime.remake(obj, "
+                    "factory, *args) where obj is made, or end the thread before the pause",
                 )
     return (rebuild_condition, (cond._lock,))
 

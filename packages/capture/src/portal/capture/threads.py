@@ -1,0 +1,297 @@
+"""The program's own threads, carried as the main thread is: a worker parked where it waits
+(``queue.get()``, ``queue.put()`` on a full queue, ``event.wait()``) travels as its frames, and
+is started again at the resume in that wait, with the queue's items, so that it continues.
+
+A class of the program's with a worker thread draining a queue is the shape this serves: its
+thread spends its life in ``q.get()``. At a pause the main thread stands at a safe point of its
+own; a worker of the program's stands inside a wait of the standard library's, blocked on a
+lock in C. What it would do next depends only on its frames (its target's, and those its
+target called) and on the wait's arguments, both of which are values. So a thread *parked* at
+the pause, its waiter still in the condition's list (not notified, not timed out), travels as:
+
+* its frames from its target (or its ``run`` method) in to the frame that called the wait,
+  read as the main thread's are (:func:`portal.capture.snapshot._record`), each continuing
+  where the call it waits on returns;
+* the wait itself, as a ``functools.partial`` of the library's function and the arguments its
+  frame still holds (a wait changes none of them before it blocks): done again from its start
+  at the resume, its return value landing where the first one's would have. A timeout starts
+  again from its full length.
+
+The ``Thread`` object (wherever the program keeps it: ``self._worker``, a global) travels as
+a new, unstarted ``Thread`` of its class, its name, its daemon flag and the attributes a
+subclass added; once the restore is done it is started, its ``run`` the resumed frames. The
+queue or event it waited on travels without the waiter (its new condition starts with none),
+as for a re-made object's worker (:mod:`portal.capture.remade`).
+
+A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
+does not know) cannot be read: its frames change under the reader. Its ``Thread`` object makes
+the pause wait a few lines for it to park (:class:`~portal.core.specs.WaitForSafePoint`), as
+before; one no value refers to is left behind, as before. Library threads (a writer's, a
+loader's) are no business of this module: their objects are re-made or refused by type.
+
+The rebuild function's name is part of the checkpoint format: do not rename it.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from types import CodeType, FrameType
+from typing import Any, NamedTuple
+
+from portal.capture import frames as _frames
+from portal.capture.problems import where
+from portal.core.specs import WaitForSafePoint
+
+#: ``portal.capture.snapshot``'s ``CaptureContext`` and ``FrameRecord``: that module reads
+#: threads through this one, so this one names them without importing it (no import cycle).
+CaptureContext = Any
+FrameRecord = Any
+
+__all__ = [
+    "CarriedThreads",
+    "ThreadRecord",
+    "carrying",
+    "find_threads",
+    "is_carried",
+    "rebuild_thread",
+    "reduce_thread",
+]
+
+
+class ThreadRecord(NamedTuple):
+    """One parked thread of the program's, as it travels."""
+
+    thread: threading.Thread
+    frames: list[FrameRecord]  # outermost (its target, or its run method) first
+    wait: functools.partial[Any]  # the wait it stood in, done again at the resume
+    where: str  # ``file.py:LINE in function`` of its innermost frame of the program's
+
+
+class CarriedThreads(NamedTuple):
+    """What :func:`find_threads` read: the parked threads, and the program's threads that run."""
+
+    records: list[ThreadRecord]
+    live_frames: list[list[FrameType]]  # each record's frames, innermost first (diagnosis)
+    busy: dict[int, str]  # id(thread) -> where it runs
+
+
+def _waits() -> dict[CodeType, Callable[..., Any]]:
+    """The library waits a parked thread may stand in, by their code: each is done again whole
+    at the resume, so each changes nothing before it blocks."""
+    found: dict[CodeType, Callable[..., Any]] = {}
+    for owner in (
+        getattr(sys.modules.get("queue"), "Queue", None),
+        getattr(sys.modules.get("threading"), "Event", None),
+    ):
+        if owner is None:
+            continue
+        for name in ("get", "put", "wait"):
+            function = owner.__dict__.get(name)
+            if function is not None:
+                found[function.__code__] = function
+    return found
+
+
+def _is_threading(frame: FrameType | None) -> bool:
+    return frame is not None and frame.f_globals is threading.__dict__
+
+
+def find_threads(
+    ctx: CaptureContext,
+    namespaces: Mapping[int, str],
+    record: Callable[[FrameType, FrameType | None, Any, Mapping[int, str]], FrameRecord],
+) -> CarriedThreads:
+    """Read every parked thread of the program's (see the module docstring); ``record`` reads
+    one frame as :func:`portal.capture.snapshot._record` does. Runs on the main thread, which
+    holds the GIL from the first read to the last: no thread moves meanwhile."""
+    records: list[ThreadRecord] = []
+    live: list[list[FrameType]] = []
+    busy: dict[int, str] = {}
+    current = threading.current_thread()
+    waits: dict[CodeType, Callable[..., Any]] | None = None
+    condition_wait = threading.Condition.wait.__code__
+    for ident, innermost in sys._current_frames().items():
+        thread = threading._active.get(ident)  # type: ignore[attr-defined]
+        if thread is None or thread is current or thread is threading.main_thread():
+            continue
+        entry = _entry_frame(innermost)
+        if entry is None or id(entry.f_globals) not in namespaces:
+            continue  # a library's thread, or Portal's: none of this module's business
+        if not ctx.user_code.is_user_code(entry.f_code):
+            continue
+        if waits is None:
+            waits = _waits()
+        parked = _parked(innermost, condition_wait, waits, ctx, namespaces)
+        if parked is None:
+            user = innermost
+            while not ctx.user_code.is_user_code(user.f_code) and user.f_back is not None:
+                user = user.f_back
+            busy[id(thread)] = where(user)
+            continue
+        chain, wait = parked
+        frame_records = [
+            record(f, chain[i - 1] if i else wait[1], ctx, namespaces) for i, f in enumerate(chain)
+        ]
+        frame_records.reverse()
+        records.append(ThreadRecord(thread, frame_records, wait[0], where(chain[0])))
+        live.append(chain)
+    return CarriedThreads(records, live, busy)
+
+
+def _entry_frame(innermost: FrameType) -> FrameType | None:
+    """The outermost frame of the thread's that ``threading`` (or this module's resumed ``run``)
+    called: its target, or its ``run`` method. None for a thread not started by ``threading``."""
+    f: FrameType | None = innermost
+    while f is not None:
+        caller = f.f_back
+        if not _is_threading(f) and (_is_threading(caller) or _is_resumed_run(caller)):
+            return f
+        f = caller
+    return None
+
+
+def _is_resumed_run(frame: FrameType | None) -> bool:
+    return frame is not None and frame.f_code is _resumed_run_code
+
+
+def _parked(
+    innermost: FrameType,
+    condition_wait: CodeType,
+    waits: Mapping[CodeType, Callable[..., Any]],
+    ctx: CaptureContext,
+    namespaces: Mapping[int, str],
+) -> tuple[list[FrameType], tuple[functools.partial[Any], FrameType]] | None:
+    """The thread's frames of the program's (innermost first) and the wait done again, when it
+    stands blocked in a known wait called from the program's code; None otherwise."""
+    if innermost.f_code is not condition_wait:
+        return None
+    cond = innermost.f_locals.get("self")
+    waiter = innermost.f_locals.get("waiter")
+    if waiter is None or not any(w is waiter for w in getattr(cond, "_waiters", ())):
+        return None  # notified, timed out, or not yet waiting: it runs
+    library = innermost.f_back
+    if library is None or library.f_code not in waits:
+        return None
+    caller = library.f_back
+    if caller is None or not _reaches(library, caller):
+        return None
+    function = waits[library.f_code]
+    code = library.f_code
+    names = code.co_varnames[: code.co_argcount]
+    values = library.f_locals
+    if any(name not in values for name in names):
+        return None
+    wait = functools.partial(function, *(values[name] for name in names))
+    chain: list[FrameType] = []
+    f: FrameType | None = caller
+    while f is not None:
+        if id(f.f_globals) not in namespaces or not ctx.has_safe_points(f.f_code):
+            return None
+        chain.append(f)
+        outer = f.f_back
+        if _is_threading(outer) or _is_resumed_run(outer):
+            return chain, (wait, library)
+        if outer is None or not _reaches(f, outer):
+            return None
+        f = outer
+    return None
+
+
+def _reaches(callee: FrameType, caller: FrameType) -> bool:
+    return _frames.direct_caller(callee, caller) or (
+        _frames.forwarded_call_depth(callee, caller) is not None
+    )
+
+
+# -- the Thread objects -----------------------------------------------------------------------
+
+_CARRIED: dict[int, threading.Thread] = {}
+_BUSY: dict[int, str] = {}
+_INTERNAL: frozenset[str] | None = None
+
+
+@contextmanager
+def carrying(found: CarriedThreads) -> Iterator[None]:
+    """While the snapshot pickles: these threads travel, those run (:func:`reduce_thread`)."""
+    _CARRIED.update({id(r.thread): r.thread for r in found.records})
+    _BUSY.update(found.busy)
+    try:
+        yield
+    finally:
+        _CARRIED.clear()
+        _BUSY.clear()
+
+
+def is_carried(thread: object) -> bool:
+    """Whether ``thread`` travels with the checkpoint being taken (started again in its wait)."""
+    return _CARRIED.get(id(thread)) is thread
+
+
+def _internal_keys() -> frozenset[str]:
+    """The attributes ``threading.Thread.__init__`` sets: the thread's, not the program's."""
+    global _INTERNAL
+    if _INTERNAL is None:
+        _INTERNAL = frozenset(vars(threading.Thread(name="portal-probe")))
+    return _INTERNAL
+
+
+def reduce_thread(thread: threading.Thread) -> Any:
+    """A carried thread travels as a new one of its class (see the module docstring); one of
+    the program's that runs makes the pause wait; any other is refused, with the way out."""
+    if is_carried(thread):
+        internal = _internal_keys()
+        state = {k: v for k, v in vars(thread).items() if k not in internal and k != "run"}
+        return (rebuild_thread, (type(thread), thread.name, thread.daemon, state))
+    running = _BUSY.get(id(thread))
+    if running is not None:
+        raise WaitForSafePoint(
+            f"thread {thread.name!r} runs its own code ({running}); the pause waits until it "
+            "waits (in a queue's get or put, an event's wait) and travels with it",
+            ready=functools.partial(_in_a_wait, thread.ident),
+        )
+    raise TypeError(
+        f"cannot pickle {type(thread).__name__!r} object (it is part of the process): a thread "
+        "travels only when it is the program's own and stands in a queue's get or put or an "
+        "event's wait at the pause; otherwise make the object that owns it again at the resume, "
+        "with portal.runtime.remake(obj, factory, *args) where obj is made, or end the thread "
+        "before the pause"
+    )
+
+
+def _in_a_wait(ident: int | None) -> bool:
+    """Cheap, for each line of a pending pause: whether the thread stands in a condition's
+    wait now (a try then reads it whole), or has ended."""
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    return frame is None or frame.f_code is threading.Condition.wait.__code__
+
+
+def rebuild_thread(
+    cls: type[threading.Thread], name: str, daemon: bool, state: dict[str, Any]
+) -> threading.Thread:
+    """A new, unstarted thread of ``cls`` with the carried name, daemon flag and attributes;
+    :func:`start` gives it its resumed frames."""
+    thread = cls.__new__(cls)
+    threading.Thread.__init__(thread, name=name, daemon=daemon)
+    thread.__dict__.update(state)
+    return thread
+
+
+def start(record: ThreadRecord, entry: Callable[[], Any]) -> None:
+    """Start a carried thread again: its ``run`` is ``entry``, the resumed function of its
+    outermost frame, whose frames call the wait again (:func:`portal.capture.resume.build_thread`)."""
+    thread = record.thread
+    thread.run = functools.partial(_resumed_run, thread, entry)  # type: ignore[method-assign]
+    thread.start()
+
+
+def _resumed_run(thread: threading.Thread, entry: Callable[[], Any]) -> None:
+    """The carried thread's ``run``: its own again at once (a later pause reads its class's)."""
+    del thread.run
+    entry()
+
+
+_resumed_run_code = _resumed_run.__code__

@@ -1,0 +1,71 @@
+"""The program's own threads parked in a wait (``queue.get()``, ``event.wait()``) travel as the
+main thread does, and are started again in that wait (``portal.capture.threads``): real pauses
+of real programs under the runtime, against a plain run."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from _harness import CORPUS, paused_against_plain
+
+SCRIPT = CORPUS / "threads" / "parked_workers.py"
+
+
+@pytest.mark.parametrize("at_step", [0, 6])
+def test_parked_worker_threads_continue_in_their_wait_after_a_resume(
+    tmp_path: Path, at_step: int
+) -> None:
+    run = paused_against_plain(
+        tmp_path, SCRIPT, "30", ready=lambda out: out.count(b"step ") > at_step
+    )
+    assert run.out == run.plain.stdout, run.err.decode()[-3000:]
+    assert b"step 29 " not in run.paused_out  # the pause came partway, not at the end
+    assert run.err == run.plain.stderr
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_threads_resumed_once_pause_and_resume_again(tmp_path: Path, seed: int) -> None:
+    """A thread started again at a resume stands in its wait under the resumed code (called
+    through the wait's ``functools.partial``): a second and a third pause carry it from there."""
+    import random
+
+    from _harness import plain_run, run_chain
+
+    script = tmp_path / SCRIPT.name
+    script.write_bytes(SCRIPT.read_bytes())
+    plain = plain_run(script, "40")
+    assert plain.returncode == 0, plain.stderr.decode()
+    chain = run_chain(script, random.Random(seed), args=("40",), max_pauses=3, max_delay=0.5)
+    assert chain.segments[-1].rc == 0, chain.stderr.decode()[-3000:]
+    assert chain.stdout == plain.stdout, chain.stderr.decode()[-3000:]
+    assert chain.pauses >= 2, [(s.rc, s.how) for s in chain.segments]
+
+
+def test_a_busy_thread_of_the_program_s_makes_the_pause_wait_until_it_parks(
+    tmp_path: Path,
+) -> None:
+    import shutil
+
+    from _harness import EXIT_PAUSED, plain_run, runtime
+
+    from portal.capture.image import read_image
+
+    script = tmp_path / "busy_worker.py"
+    shutil.copy(CORPUS / "threads" / "busy_worker.py", script)
+    ckpt = tmp_path / "busy.portal"
+    first = subprocess.run(
+        runtime("run", "--checkpoint", str(ckpt), str(script)),
+        capture_output=True, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert first.returncode == EXIT_PAUSED, first.stderr.decode()[-3000:]
+    problems = read_image(ckpt).header.problems
+    waited = [p for p in problems if "thread 'cruncher' runs its own code" in p.reason]
+    assert waited and waited[0].kind == "position", problems
+    assert "busy_worker.py:" in waited[0].reason  # where the thread ran
+    second = subprocess.run(
+        runtime("resume", str(ckpt)), capture_output=True, cwd=tmp_path, timeout=120, check=False
+    )
+    assert second.returncode == 0, second.stderr.decode()[-3000:]
+    assert first.stdout + second.stdout == plain_run(script).stdout
