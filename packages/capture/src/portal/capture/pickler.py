@@ -280,7 +280,7 @@ class CheckpointPickler(cloudpickle.Pickler):  # type: ignore[misc]
         if t is functools._lru_cache_wrapper:
             return self._reduce_lru_cache
         if issubclass(t, threading.Thread):
-            return threads.reduce_thread  # the program's parked threads travel
+            return _reduce_thread
         if issubclass(t, _PROCESS_BOUND):
             return _refuse_process_bound
         if issubclass(t, io.IOBase):
@@ -514,6 +514,12 @@ def _plugin_then(plugin: Callable[[Any], Any], rest: Callable[[Any], Any], obj: 
     raw state, a module-level global that loads progressively (:meth:`_state_handler_for`)."""
     result = plugin(obj)
     return rest(obj) if result is NotImplemented else result
+
+
+def _reduce_thread(thread: threading.Thread) -> Any:
+    """The program's parked threads travel (:mod:`portal.capture.threads`); others are refused."""
+    reduced = threads.reduce_thread(thread)
+    return _refuse_process_bound(thread) if reduced is None else reduced
 
 
 def _refuse_process_bound(obj: object) -> Any:

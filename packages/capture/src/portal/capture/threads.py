@@ -241,7 +241,8 @@ def _internal_keys() -> frozenset[str]:
 
 def reduce_thread(thread: threading.Thread) -> Any:
     """A carried thread travels as a new one of its class (see the module docstring); one of
-    the program's that runs makes the pause wait; any other is refused, with the way out."""
+    the program's that runs makes the pause wait; None for any other (the pickler refuses it,
+    with the way out)."""
     if is_carried(thread):
         internal = _internal_keys()
         state = {k: v for k, v in vars(thread).items() if k not in internal and k != "run"}
@@ -249,17 +250,13 @@ def reduce_thread(thread: threading.Thread) -> Any:
     running = _BUSY.get(id(thread))
     if running is not None:
         raise WaitForSafePoint(
-            f"thread {thread.name!r} runs its own code ({running}); the pause waits until it "
-            "waits (in a queue's get or put, an event's wait) and travels with it",
+            f"thread {thread.name!r} runs its own code ({running}), or waits where no pause "
+            "can read it (a lock, a socket, time.sleep); the pause waits until it stands in a "
+            "queue's get or put or an event's wait, and carries it there (an event's "
+            "wait(seconds) paces a loop as time.sleep(seconds) does)",
             ready=functools.partial(_in_a_wait, thread.ident),
         )
-    raise TypeError(
-        f"cannot pickle {type(thread).__name__!r} object (it is part of the process): a thread "
-        "travels only when it is the program's own and stands in a queue's get or put or an "
-        "event's wait at the pause; otherwise make the object that owns it again at the resume, "
-        "with portal.runtime.remake(obj, factory, *args) where obj is made, or end the thread "
-        "before the pause"
-    )
+    return None  # not the program's to carry: refused as any object of the process is
 
 
 def _in_a_wait(ident: int | None) -> bool:
