@@ -11,30 +11,37 @@ import pytest
 from _harness import CORPUS, paused_against_plain
 
 SCRIPT = CORPUS / "threads" / "parked_workers.py"
+#: A queue worker and a Thread subclass waiting on an event; a thread polling at an interval,
+#: whose wait times out every 20 ms (while a pause pickles too).
+SCRIPTS = [SCRIPT, CORPUS / "threads" / "waiting_poller.py"]
 
 
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("at_step", [0, 6])
 def test_parked_worker_threads_continue_in_their_wait_after_a_resume(
-    tmp_path: Path, at_step: int
+    tmp_path: Path, at_step: int, script: Path
 ) -> None:
     run = paused_against_plain(
-        tmp_path, SCRIPT, "30", ready=lambda out: out.count(b"step ") > at_step
+        tmp_path, script, "30", ready=lambda out: out.count(b"step ") > at_step
     )
     assert run.out == run.plain.stdout, run.err.decode()[-3000:]
     assert b"step 29 " not in run.paused_out  # the pause came partway, not at the end
     assert run.err == run.plain.stderr
 
 
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 @pytest.mark.parametrize("seed", [1, 2])
-def test_threads_resumed_once_pause_and_resume_again(tmp_path: Path, seed: int) -> None:
+def test_threads_resumed_once_pause_and_resume_again(
+    tmp_path: Path, seed: int, script: Path
+) -> None:
     """A thread started again at a resume stands in its wait under the resumed code (called
     through the wait's ``functools.partial``): a second and a third pause carry it from there."""
     import random
 
     from _harness import plain_run, run_chain
 
-    script = tmp_path / SCRIPT.name
-    script.write_bytes(SCRIPT.read_bytes())
+    source, script = script, tmp_path / script.name
+    script.write_bytes(source.read_bytes())
     plain = plain_run(script, "40")
     assert plain.returncode == 0, plain.stderr.decode()
     chain = run_chain(script, random.Random(seed), args=("40",), max_pauses=3, max_delay=0.5)

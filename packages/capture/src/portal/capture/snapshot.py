@@ -46,7 +46,7 @@ from portal.capture.pickler import (
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
-from portal.capture.threads import ThreadRecord, carrying, find_threads
+from portal.capture.threads import ThreadRecord, carrying, find_threads, moved
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -507,6 +507,16 @@ def take_snapshot(
             if not waiting and slots and all(slot is not None for slot in slots):
                 held = HeldValues([slot for slot in slots if slot is not None], chain)
             return SnapshotResult(None, waiting or problems, 0, ready, held)
+    woke = moved(threads)
+    if woke is not None:
+        problem = _position_problem(
+            woke,
+            "threading.Thread",
+            f"thread {woke!r} woke from its wait while the checkpoint was taken; the pause "
+            "tries again at a later line",
+            frame,
+        )
+        return SnapshotResult(None, [problem], 0)
     if not keep:
         return SnapshotResult(None, [], size)
     header = Header(

@@ -23,6 +23,14 @@ subclass added; once the restore is done it is started, its ``run`` the resumed 
 queue or event it waited on travels without the waiter (its new condition starts with none),
 as for a re-made object's worker (:mod:`portal.capture.remade`).
 
+The frames are read before the rest of the state is pickled, and the main thread may let go of
+the GIL meanwhile (a file read by an extension): a thread whose wait ends then (a timeout, a
+notify) runs on, and what it changes would be pickled after its frames were read. So each
+carried thread must still stand in its wait once the pickle is done (:func:`moved`), or the
+checkpoint is dropped and the pause tries again at a later line. Only waits that leave such a
+mark are carried: ``time.sleep`` leaves none (a thread that slept, ran and slept again looks
+the same), so a thread sleeping is one that runs.
+
 A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
 does not know) cannot be read: its frames change under the reader. Its ``Thread`` object makes
 the pause wait a few lines for it to park (:class:`~portal.core.specs.WaitForSafePoint`), as
@@ -57,6 +65,7 @@ __all__ = [
     "carrying",
     "find_threads",
     "is_carried",
+    "moved",
     "rebuild_thread",
     "reduce_thread",
 ]
@@ -77,6 +86,9 @@ class CarriedThreads(NamedTuple):
     records: list[ThreadRecord]
     live_frames: list[list[FrameType]]  # each record's frames, innermost first (diagnosis)
     busy: dict[int, str]  # id(thread) -> where it runs
+    #: Each record's condition and its waiter lock, to tell after the pickle that it never
+    #: woke meanwhile (:func:`moved`).
+    waiters: list[tuple[Any, Any]]
 
 
 def _waits() -> dict[CodeType, Callable[..., Any]]:
@@ -111,6 +123,7 @@ def find_threads(
     records: list[ThreadRecord] = []
     live: list[list[FrameType]] = []
     busy: dict[int, str] = {}
+    waiters: list[tuple[Any, Any]] = []
     current = threading.current_thread()
     waits: dict[CodeType, Callable[..., Any]] | None = None
     condition_wait = threading.Condition.wait.__code__
@@ -139,7 +152,21 @@ def find_threads(
         frame_records.reverse()
         records.append(ThreadRecord(thread, frame_records, wait[0], where(chain[0])))
         live.append(chain)
-    return CarriedThreads(records, live, busy)
+        waiters.append((innermost.f_locals["self"], innermost.f_locals["waiter"]))
+    return CarriedThreads(records, live, busy, waiters)
+
+
+def moved(found: CarriedThreads) -> str | None:
+    """The name of a carried thread that woke while the state was pickled (its wait timed
+    out, or another thread notified it: the main thread may let go of the GIL while it
+    pickles), whose frames, read before, no longer match the objects pickled after: the
+    checkpoint is not whole, and the pause tries again. None when every one still waits.
+    A waiter still in its condition's list has run no line since (it leaves the list under
+    the GIL, before it returns from the wait)."""
+    for record, (cond, waiter) in zip(found.records, found.waiters, strict=True):
+        if not any(w is waiter for w in cond._waiters):
+            return record.thread.name
+    return None
 
 
 def _entry_frame(innermost: FrameType) -> FrameType | None:

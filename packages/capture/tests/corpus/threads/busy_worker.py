@@ -4,6 +4,7 @@ get again, then carries it there."""
 
 import os
 import queue
+import select
 import signal
 import threading
 import time
@@ -25,7 +26,7 @@ class Cruncher:
             self.started.set()
             for i in range(n):  # its own lines, for a while: no pause can read this thread
                 total = (total * 31 + i) % 1_000_003
-                time.sleep(0.01)  # (lets the main thread run on meanwhile)
+                select.select([], [], [], 0.01)  # a wait no pause reads (lets main run on)
             self.results.append(total)
             self.jobs.task_done()
         self.jobs.task_done()
