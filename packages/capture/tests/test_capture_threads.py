@@ -76,3 +76,13 @@ def test_a_busy_thread_of_the_program_s_makes_the_pause_wait_until_it_parks(
     )
     assert second.returncode == 0, second.stderr.decode()[-3000:]
     assert first.stdout + second.stdout == plain_run(script).stdout
+
+
+def test_the_program_sees_only_its_own_threads_before_and_after_a_resume(tmp_path: Path) -> None:
+    run = paused_against_plain(
+        tmp_path,
+        CORPUS / "threads" / "counts_threads.py",
+        ready=lambda out: out.count(b"step ") > 3,
+    )
+    assert run.plain.stdout.startswith(b"threads 1 ['MainThread']\n")
+    assert run.out == run.plain.stdout, run.err.decode()[-3000:]

@@ -32,6 +32,7 @@ it blocks in ``select`` (no cost while idle). The socket file is removed when th
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import fcntl
 import os
@@ -113,14 +114,17 @@ class ControlChannel:
         self._engine: _Engine | None = None
         self._closed = False
         self._previous_sigio: Any = None
-        self._thread = threading.Thread(target=self._serve, name="portal-control", daemon=True)
 
     def start(self, engine: _Engine) -> None:
         """Install the ``SIGIO`` handler (main thread) and start accepting."""
         self._engine = engine
         register_live(self)  # its SIGIO handler, held by the program's state, finds it
         self._previous_sigio = signal.signal(signal.SIGIO, self._on_sigio)
-        self._thread.start()
+        # A bare thread, not a ``threading.Thread``: the program's ``threading.enumerate()``
+        # and ``active_count()`` see its own threads only, as in a plain run (a script that
+        # logs or checks them would print otherwise). It runs until the process exits, like a
+        # daemon thread, and nothing in it asks ``threading.current_thread()``.
+        _thread.start_new_thread(self._serve, ())
 
     def send(self, event: Any) -> None:
         """Send ``event`` (a msgspec struct) to every connected client (any thread)."""
