@@ -9,7 +9,9 @@ globals); capture extensions restore their process-level state; the rebuilds the
 until then run, in the order the pickle made them (:func:`after_restore`: an open file of the
 working directory stands on a placeholder while the pickle loads and is opened only now, once
 the directory's files are back); and the frames are rebuilt innermost first, each outer frame's
-prologue calling the resumed function of the frame inside it. The caller executes the returned
+prologue calling the resumed function of the frame inside it. The program's threads that were
+carried in their waits (:mod:`portal.capture.threads`) are then started again there, each the
+same way: its innermost frame's prologue calls the wait again. The caller executes the returned
 module code in ``__main__``'s namespace.
 """
 
@@ -106,8 +108,8 @@ def restore(
     for rebuild in deferred:
         rebuild()
     module_code = build_frames(snapshot.frames)
-    for thread in snapshot.threads:
-        threads.start(thread, build_thread(thread.frames, thread.wait))
+    for carried in snapshot.threads:  # each in its wait again, once the rest is back
+        threads.start(carried, build_thread(carried.frames, carried.wait))
     return Restored(module_code, main_module.__dict__)
 
 

@@ -32,10 +32,11 @@ mark are carried: ``time.sleep`` leaves none (a thread that slept, ran and slept
 the same), so a thread sleeping is one that runs.
 
 A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
-does not know) cannot be read: its frames change under the reader. Its ``Thread`` object makes
-the pause wait a few lines for it to park (:class:`~portal.core.specs.WaitForSafePoint`), as
-before; one no value refers to is left behind, as before. Library threads (a writer's, a
-loader's) are no business of this module: their objects are re-made or refused by type.
+does not know) cannot be read: its frames change under the reader. Where a value refers to its
+``Thread`` object, the pause waits a few lines for it to park
+(:class:`~portal.core.specs.WaitForSafePoint`); one that no value refers to is not carried, and
+does not run after the resume. Library threads (a writer's, a loader's) are no business of this
+module: their objects are re-made or refused by type.
 
 The rebuild function's name is part of the checkpoint format: do not rename it.
 """
@@ -77,7 +78,6 @@ class ThreadRecord(NamedTuple):
     thread: threading.Thread
     frames: list[FrameRecord]  # outermost (its target, or its run method) first
     wait: functools.partial[Any]  # the wait it stood in, done again at the resume
-    where: str  # ``file.py:LINE in function`` of its innermost frame of the program's
 
 
 class CarriedThreads(NamedTuple):
@@ -150,7 +150,7 @@ def find_threads(
             record(f, chain[i - 1] if i else wait[1], ctx, namespaces) for i, f in enumerate(chain)
         ]
         frame_records.reverse()
-        records.append(ThreadRecord(thread, frame_records, wait[0], where(chain[0])))
+        records.append(ThreadRecord(thread, frame_records, wait[0]))
         live.append(chain)
         waiters.append((innermost.f_locals["self"], innermost.f_locals["waiter"]))
     return CarriedThreads(records, live, busy, waiters)
