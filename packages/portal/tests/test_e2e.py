@@ -443,7 +443,7 @@ def test_pause_waits_for_an_open_file_then_proceeds(portal: PortalCli) -> None:
 
 
 def test_notice_during_a_long_native_call(portal: PortalCli) -> None:
-    seconds = "5"  # long enough for a loaded machine's CLI to deliver the notice during it
+    seconds = "8"  # a window for a loaded machine's CLI (seconds a call) to deliver the notice
     expected = portal.plain("native.py", seconds)
     job = portal("run", "--detach", "native.py", seconds).stdout.strip()
     stdout = portal.home / "jobs" / job / "attempts" / "1" / "stdout"
