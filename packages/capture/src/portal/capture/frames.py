@@ -30,6 +30,7 @@ __all__ = [
     "forwarded_continuation",
     "in_loop",
     "local_slot_count",
+    "reaches",
     "read_slots_and_stack",
     "slot_address",
 ]
@@ -186,6 +187,12 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     if not calls(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
         return None
     return below
+
+
+def reaches(callee: FrameType, caller: FrameType) -> bool:
+    """Whether ``caller`` waits on ``callee`` with no state in C between them: a direct call
+    (:func:`direct_caller`), or one that C only forwards (:func:`forwarded_call_depth`)."""
+    return direct_caller(callee, caller) or forwarded_call_depth(callee, caller) is not None
 
 
 def forwarded_continuation(frame: FrameType) -> int:

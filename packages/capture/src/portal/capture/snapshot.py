@@ -291,7 +291,7 @@ def _check_position(frame: FrameType, ctx: CaptureContext) -> list[FrameType] | 
                 "the frame is not running under the script's entry frame",
                 f,
             )
-        if not _reaches(f, caller):
+        if not _frames.reaches(f, caller):
             return _position_problem(
                 code.co_qualname,
                 "call through C",
@@ -316,18 +316,12 @@ def outermost_obstacle(frame: FrameType, ctx: CaptureContext) -> FrameType | Non
         if ctx.is_entry(f):
             return obstacle
         caller = f.f_back
-        if not ctx.has_safe_points(f.f_code) or (caller is not None and not _reaches(f, caller)):
+        if not ctx.has_safe_points(f.f_code) or (
+            caller is not None and not _frames.reaches(f, caller)
+        ):
             obstacle = f
         f = caller
     return None
-
-
-def _reaches(callee: FrameType, caller: FrameType) -> bool:
-    """Whether ``caller`` waits on ``callee`` with no state in C between them: a direct call,
-    or one that C only forwards (``f(*args)``; see :func:`portal.capture.frames.forwarded_call_depth`)."""
-    return _frames.direct_caller(callee, caller) or (
-        _frames.forwarded_call_depth(callee, caller) is not None
-    )
 
 
 def _record(

@@ -140,19 +140,17 @@ def find_threads(
             waits = _waits()
         parked = _parked(innermost, condition_wait, waits, ctx, namespaces)
         if parked is None:
-            user = innermost
-            while not ctx.user_code.is_user_code(user.f_code) and user.f_back is not None:
-                user = user.f_back
-            busy[id(thread)] = where(user)
+            busy[id(thread)] = where(innermost, ctx.user_code.is_user_code)
             continue
-        chain, wait = parked
+        chain = parked.chain
         frame_records = [
-            record(f, chain[i - 1] if i else wait[1], ctx, namespaces) for i, f in enumerate(chain)
+            record(f, chain[i - 1] if i else parked.library, ctx, namespaces)
+            for i, f in enumerate(chain)
         ]
         frame_records.reverse()
-        records.append(ThreadRecord(thread, frame_records, wait[0]))
+        records.append(ThreadRecord(thread, frame_records, parked.wait))
         live.append(chain)
-        waiters.append((innermost.f_locals["self"], innermost.f_locals["waiter"]))
+        waiters.append(parked.waiter)
     return CarriedThreads(records, live, busy, waiters)
 
 
@@ -185,15 +183,24 @@ def _is_resumed_run(frame: FrameType | None) -> bool:
     return frame is not None and frame.f_code is _resumed_run_code
 
 
+class _Parked(NamedTuple):
+    """How a parked thread stands, as :func:`_parked` read it (once)."""
+
+    chain: list[FrameType]  # its frames of the program's, innermost first
+    wait: functools.partial[Any]  # the wait, done again at the resume
+    library: FrameType  # the wait's frame, which the innermost of ``chain`` waits on
+    waiter: tuple[Any, Any]  # the condition and the waiter lock (:func:`moved`)
+
+
 def _parked(
     innermost: FrameType,
     condition_wait: CodeType,
     waits: Mapping[CodeType, Callable[..., Any]],
     ctx: CaptureContext,
     namespaces: Mapping[int, str],
-) -> tuple[list[FrameType], tuple[functools.partial[Any], FrameType]] | None:
-    """The thread's frames of the program's (innermost first) and the wait done again, when it
-    stands blocked in a known wait called from the program's code; None otherwise."""
+) -> _Parked | None:
+    """How the thread stands, when it is blocked in a known wait called from the program's
+    code; None otherwise."""
     if innermost.f_code is not condition_wait:
         return None
     cond = innermost.f_locals.get("self")
@@ -204,7 +211,7 @@ def _parked(
     if library is None or library.f_code not in waits:
         return None
     caller = library.f_back
-    if caller is None or not _reaches(library, caller):
+    if caller is None or not _frames.reaches(library, caller):
         return None
     function = waits[library.f_code]
     code = library.f_code
@@ -221,17 +228,11 @@ def _parked(
         chain.append(f)
         outer = f.f_back
         if _is_threading(outer) or _is_resumed_run(outer):
-            return chain, (wait, library)
-        if outer is None or not _reaches(f, outer):
+            return _Parked(chain, wait, library, (cond, waiter))
+        if outer is None or not _frames.reaches(f, outer):
             return None
         f = outer
     return None
-
-
-def _reaches(callee: FrameType, caller: FrameType) -> bool:
-    return _frames.direct_caller(callee, caller) or (
-        _frames.forwarded_call_depth(callee, caller) is not None
-    )
 
 
 # -- the Thread objects -----------------------------------------------------------------------
