@@ -73,24 +73,31 @@ class Control:
 
 
 def connect(proc: subprocess.Popen[bytes], path: str, timeout: float = 20.0) -> Control | None:
-    """Wait until the runtime listens (it is armed then); None if it ended first."""
+    """Wait until the runtime listens and greets (it is armed then); None if it ended first.
+
+    A connection that ends before the greeting while the process runs on is tried again, as
+    the node's link does; the error names what happened when no greeting came in ``timeout``
+    (a test that then sees no pause knows why)."""
     end = time.monotonic() + timeout
+    last = "the socket never appeared"
     while time.monotonic() < end:
         if proc.poll() is not None:
             return None
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             s.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError):
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
             s.close()
+            last = f"connecting: {exc!r}"
             time.sleep(0.005)
             continue
         try:
             return Control(s)
-        except (EOFError, OSError):
+        except (EOFError, OSError) as exc:
             s.close()
-            return None
-    raise TimeoutError(f"runtime did not open {path} within {timeout}s")
+            last = f"connected, then no greeting: {exc!r}"
+            time.sleep(0.05)
+    raise TimeoutError(f"runtime did not greet on {path} within {timeout}s ({last})")
 
 
 @dataclass
@@ -163,7 +170,7 @@ def run_chain(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd or script.parent
         )
         control = connect(proc, sock)
-        how = "none"
+        how = "none" if control is not None else "ended before the runtime listened"
         if control is not None and attempt < max_pauses:
             time.sleep(rng.uniform(0, max_delay))
             if rng.random() < 0.5:
