@@ -12,8 +12,13 @@ from _harness import CORPUS, paused_against_plain
 
 SCRIPT = CORPUS / "threads" / "parked_workers.py"
 #: A queue worker and a Thread subclass waiting on an event; a thread polling at an interval,
-#: whose wait times out every 20 ms (while a pause pickles too).
-SCRIPTS = [SCRIPT, CORPUS / "threads" / "waiting_poller.py"]
+#: whose wait times out every 20 ms (while a pause pickles too); threads waiting on conditions
+#: in their own ``with`` blocks (``wait()`` on an RLock's, ``wait_for`` on a Lock's).
+SCRIPTS = [
+    SCRIPT,
+    CORPUS / "threads" / "waiting_poller.py",
+    CORPUS / "threads" / "condition_waiters.py",
+]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
@@ -86,3 +91,45 @@ def test_the_program_sees_only_its_own_threads_before_and_after_a_resume(tmp_pat
     )
     assert run.plain.stdout.startswith(b"threads 1 ['MainThread']\n")
     assert run.out == run.plain.stdout, run.err.decode()[-3000:]
+
+
+def test_a_thread_started_again_in_a_condition_s_wait_waits_before_the_resume_goes_on() -> None:
+    """A bare ``cond.wait()`` does not look whether what it waits for has come: a ``notify`` the
+    main thread sends before the resumed thread waits again is lost, and both wait for ever.
+    So :func:`portal.capture.threads.start` returns once the thread stands in the wait (its
+    first lines here take a while, as a resumed frame's restore may)."""
+    import functools
+    import threading
+    import time
+
+    from portal.capture import threads
+
+    cond = threading.Condition()
+    woke: list[bool] = []
+
+    def entry() -> None:
+        time.sleep(0.2)
+        woke.append(threads._wait_again(cond, 30))
+        cond.release()
+
+    thread = threading.Thread(name="late", daemon=True)
+    record = threads.ThreadRecord(thread, [], functools.partial(threads._wait_again, cond, 30))
+    threads.start(record, entry)
+    with cond:
+        assert len(cond._waiters) == 1  # type: ignore[attr-defined]
+        cond.notify()
+    thread.join(10)
+    assert woke == [True]
+
+
+def test_a_condition_s_lock_held_twice_by_its_waiter_is_not_read_as_parked() -> None:
+    """``cond.wait()`` inside two ``with cond:`` blocks of an RLock's lets go of both holds; done
+    again at the resume it would take the lock once, so the thread is one that runs (the
+    pause waits), not a parked one."""
+    import threading
+
+    from portal.capture import threads
+
+    assert threads._held_once(None)  # a Lock's condition
+    assert threads._held_once((1, threading.get_ident()))
+    assert not threads._held_once((2, threading.get_ident()))

@@ -1,6 +1,7 @@
 """The program's own threads, carried as the main thread is: a worker parked where it waits
-(``queue.get()``, ``queue.put()`` on a full queue, ``event.wait()``) travels as its frames, and
-is started again at the resume in that wait, with the queue's items, so that it continues.
+(``queue.get()``, ``queue.put()`` on a full queue, ``event.wait()``, ``cond.wait()`` or
+``cond.wait_for(predicate)`` in its own ``with cond:``) travels as its frames, and is started
+again at the resume in that wait, with the queue's items, so that it continues.
 
 A class of the program's with a worker thread draining a queue is the shape this serves: its
 thread spends its life in ``q.get()``. At a pause the main thread stands at a safe point of its
@@ -15,7 +16,9 @@ the pause, its waiter still in the condition's list (not notified, not timed out
 * the wait itself, as a ``functools.partial`` of the library's function and the arguments its
   frame still holds (a wait changes none of them before it blocks): done again from its start
   at the resume, its return value landing where the first one's would have. A timeout starts
-  again from its full length.
+  again from its full length. A condition's wait is done again with the lock taken first (the
+  program's ``with`` block held it), and the resume goes on once the thread waits again, so
+  that no ``notify`` is lost (a bare ``cond.wait()`` does not look whether its event has come).
 
 The ``Thread`` object (wherever the program keeps it: ``self._worker``, a global) travels as
 a new, unstarted ``Thread`` of its class, its name, its daemon flag and the attributes a
@@ -46,6 +49,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import CodeType, FrameType
@@ -91,10 +95,15 @@ class CarriedThreads(NamedTuple):
     waiters: list[tuple[Any, Any]]
 
 
-def _waits() -> dict[CodeType, Callable[..., Any]]:
-    """The library waits a parked thread may stand in, by their code: each is done again whole
-    at the resume, so each changes nothing before it blocks."""
-    found: dict[CodeType, Callable[..., Any]] = {}
+def _waits() -> dict[int, Callable[..., Any]]:
+    """The waits a parked thread may stand in, by the ``id`` of their code (a resumed frame's
+    code holds cells among its constants, and a code object's hash hashes them: unhashable;
+    these codes live as long as their modules), each with what does it again at
+    the resume (whole: each changes nothing before it blocks). A condition's ``wait`` and
+    ``wait_for`` are called inside the program's own ``with cond:``, holding the lock they let
+    go of while they wait: done again by :func:`_wait_again` and :func:`_wait_for_again`, which
+    take it first. Those two stand for themselves too: a thread resumed once waits in them."""
+    found: dict[int, Callable[..., Any]] = {}
     for owner in (
         getattr(sys.modules.get("queue"), "Queue", None),
         getattr(sys.modules.get("threading"), "Event", None),
@@ -104,8 +113,34 @@ def _waits() -> dict[CodeType, Callable[..., Any]]:
         for name in ("get", "put", "wait"):
             function = owner.__dict__.get(name)
             if function is not None:
-                found[function.__code__] = function
+                found[id(function.__code__)] = function
+    condition = threading.Condition
+    for function, again in (
+        (condition.wait, _wait_again),
+        (condition.wait_for, _wait_for_again),
+        (_wait_again, _wait_again),
+        (_wait_for_again, _wait_for_again),
+    ):
+        found[id(function.__code__)] = again
     return found
+
+
+def _wait_again(self: threading.Condition, timeout: float | None = None) -> bool:
+    """``cond.wait(timeout)`` done again at the resume: the lock the program's ``with cond:``
+    held before the wait let it go is taken first (the carried lock is free), as the wait
+    takes it again before it returns. :func:`start` lets the program run on only once the
+    thread waits, so that no ``notify`` of the main thread's comes before it and is lost."""
+    self.acquire()
+    return self.wait(timeout)
+
+
+def _wait_for_again(
+    self: threading.Condition, predicate: Callable[[], Any], timeout: float | None = None
+) -> Any:
+    """``cond.wait_for(predicate, timeout)`` done again at the resume, the lock taken first
+    (:func:`_wait_again`); the predicate is asked first, as ``wait_for`` does."""
+    self.acquire()
+    return self.wait_for(predicate, timeout)
 
 
 def _is_threading(frame: FrameType | None) -> bool:
@@ -125,7 +160,7 @@ def find_threads(
     busy: dict[int, str] = {}
     waiters: list[tuple[Any, Any]] = []
     current = threading.current_thread()
-    waits: dict[CodeType, Callable[..., Any]] | None = None
+    waits: dict[int, Callable[..., Any]] | None = None
     condition_wait = threading.Condition.wait.__code__
     for ident, innermost in sys._current_frames().items():
         thread = threading._active.get(ident)  # type: ignore[attr-defined]
@@ -195,7 +230,7 @@ class _Parked(NamedTuple):
 def _parked(
     innermost: FrameType,
     condition_wait: CodeType,
-    waits: Mapping[CodeType, Callable[..., Any]],
+    waits: Mapping[int, Callable[..., Any]],
     ctx: CaptureContext,
     namespaces: Mapping[int, str],
 ) -> _Parked | None:
@@ -203,17 +238,20 @@ def _parked(
     code; None otherwise."""
     if innermost.f_code is not condition_wait:
         return None
-    cond = innermost.f_locals.get("self")
-    waiter = innermost.f_locals.get("waiter")
+    local = innermost.f_locals
+    cond = local.get("self")
+    waiter = local.get("waiter")
     if waiter is None or not any(w is waiter for w in getattr(cond, "_waiters", ())):
         return None  # notified, timed out, or not yet waiting: it runs
-    library = innermost.f_back
-    if library is None or library.f_code not in waits:
-        return None
+    if "saved_state" not in local or not _held_once(local["saved_state"]):
+        return None  # it holds the lock still, or held it more than once (done again: once)
+    library = innermost  # the outermost of the waits that call each other in
+    while library.f_back is not None and id(library.f_back.f_code) in waits:
+        library = library.f_back
     caller = library.f_back
     if caller is None or not _frames.reaches(library, caller):
         return None
-    function = waits[library.f_code]
+    function = waits[id(library.f_code)]
     code = library.f_code
     names = code.co_varnames[: code.co_argcount]
     values = library.f_locals
@@ -233,6 +271,12 @@ def _parked(
             return None
         f = outer
     return None
+
+
+def _held_once(saved_state: object) -> bool:
+    """Whether the waiting thread held the condition's lock once when it let it go: an
+    ``RLock``'s saved state is its count and owner, a ``Lock``'s is None."""
+    return saved_state is None or (isinstance(saved_state, tuple) and saved_state[:1] == (1,))
 
 
 # -- the Thread objects -----------------------------------------------------------------------
@@ -280,8 +324,9 @@ def reduce_thread(thread: threading.Thread) -> Any:
         raise WaitForSafePoint(
             f"thread {thread.name!r} runs its own code ({running}), or waits where no pause "
             "can read it (a lock, a socket, time.sleep); the pause waits until it stands in a "
-            "queue's get or put or an event's wait, and carries it there (an event's "
-            "wait(seconds) paces a loop as time.sleep(seconds) does)",
+            "queue's get or put, an event's wait or a condition's wait or wait_for, and "
+            "carries it there (an event's wait(seconds) paces a loop as time.sleep(seconds) "
+            "does)",
             ready=functools.partial(_in_a_wait, thread.ident),
         )
     return None  # not the program's to carry: refused as any object of the process is
@@ -311,6 +356,42 @@ def start(record: ThreadRecord, entry: Callable[[], Any]) -> None:
     thread = record.thread
     thread.run = functools.partial(_resumed_run, thread, entry)  # type: ignore[method-assign]
     thread.start()
+    if record.wait.func is _wait_again:
+        _until_waiting(thread, record.wait.args[0])
+
+
+def _waits_on(frame: FrameType | None, wait: CodeType, cond: object) -> bool:
+    """Whether ``frame`` is a ``Condition.wait`` of ``cond`` past letting go of its lock."""
+    if frame is None or frame.f_code is not wait:
+        return False
+    local = frame.f_locals
+    return local.get("self") is cond and "saved_state" in local
+
+
+#: The longest a resume waits for a thread started again in a condition's wait to stand in it.
+_SETTLE_S = 2.0
+
+
+def _until_waiting(thread: threading.Thread, cond: object) -> None:
+    """Return once ``thread`` waits on ``cond`` again, or has left :func:`_wait_again` (a
+    timeout, another thread's notify), or ended: a bare ``cond.wait()`` does not ask whether
+    what it waits for has come, so a ``notify`` sent before it waits again would be lost. At
+    most :data:`_SETTLE_S` (the lock may be another's a while)."""
+    wait, again = threading.Condition.wait.__code__, _wait_again.__code__
+    entered = False
+    end = time.monotonic() + _SETTLE_S
+    while thread.is_alive() and time.monotonic() < end:
+        frame = sys._current_frames().get(thread.ident or -1)
+        if _waits_on(frame, wait, cond):
+            return  # in the list of waiters, the lock let go
+        inside = False
+        f = frame
+        while f is not None and not inside:
+            inside, f = f.f_code is again, f.f_back
+        if entered and not inside:
+            return
+        entered = entered or inside
+        time.sleep(0.0005)
 
 
 def _resumed_run(thread: threading.Thread, entry: Callable[[], Any]) -> None:
