@@ -13,11 +13,13 @@ from _harness import CORPUS, paused_against_plain
 SCRIPT = CORPUS / "threads" / "parked_workers.py"
 #: A queue worker and a Thread subclass waiting on an event; a thread polling at an interval,
 #: whose wait times out every 20 ms (while a pause pickles too); threads waiting on conditions
-#: in their own ``with`` blocks (``wait()`` on an RLock's, ``wait_for`` on a Lock's).
+#: in their own ``with`` blocks (``wait()`` on an RLock's, ``wait_for`` on a Lock's); threads
+#: in ``time.sleep`` (a poller's 20 ms, a heartbeat's quarter second).
 SCRIPTS = [
     SCRIPT,
     CORPUS / "threads" / "waiting_poller.py",
     CORPUS / "threads" / "condition_waiters.py",
+    CORPUS / "threads" / "sleeping_pollers.py",
 ]
 
 
@@ -133,3 +135,65 @@ def test_a_condition_s_lock_held_twice_by_its_waiter_is_not_read_as_parked() -> 
     assert threads._held_once(None)  # a Lock's condition
     assert threads._held_once((1, threading.get_ident()))
     assert not threads._held_once((2, threading.get_ident()))
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "warm"])
+def test_a_frame_standing_in_time_sleep_is_read_with_its_seconds(warm: bool) -> None:
+    """:func:`portal.capture.frames.c_call` finds the sleep a thread's frame stands in and its
+    argument, on its first call and once the interpreter has specialized the call (3.11 makes
+    the call from the ``PRECALL`` then); the frame continues after the call."""
+    import sys
+    import threading
+    import time
+
+    from portal.capture import frames, threads
+
+    started = threading.Event()
+
+    def sleeper(seconds: float) -> None:
+        if warm:
+            for _ in range(64):
+                time.sleep(0)
+        started.set()
+        time.sleep(seconds)
+
+    thread = threading.Thread(target=sleeper, args=(0.6,), daemon=True)
+    thread.start()
+    started.wait()
+    time.sleep(0.1)
+    frame = sys._current_frames()[thread.ident or 0]
+    assert frame.f_code is sleeper.__code__
+    call = frames.c_call(frame, threads._is_sleep)
+    assert call is not None and call.target is time.sleep and call.args == (0.6,)
+    assert frames.c_call_continuation(frame) > frame.f_lasti
+    assert frames.c_call(frame, lambda target: False) is None  # not what it was asked for
+    thread.join()
+
+
+def test_a_sleeping_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None:
+    """A sleep leaves no mark of its own; the thread's CPU time does not grow while it sleeps,
+    and grows the moment it wakes (:func:`portal.capture.threads.moved` relies on this)."""
+    import threading
+    import time
+
+    from portal.capture import threads
+
+    started = threading.Event()
+
+    def sleeper() -> None:
+        started.set()
+        time.sleep(0.5)
+        sum(range(10_000))  # what a woken thread does: run
+
+    thread = threading.Thread(target=sleeper, daemon=True)
+    thread.start()
+    started.wait()
+    time.sleep(0.05)
+    clock = threads._cpu_clock(thread.ident)
+    if clock is None:
+        pytest.skip("no per-thread CPU clock on this platform")
+    before = time.clock_gettime_ns(clock)
+    time.sleep(0.2)
+    assert threads._not_run(clock, before)  # asleep all along
+    thread.join()
+    assert not threads._not_run(clock, before)  # woke, ran, ended

@@ -15,6 +15,7 @@ import ctypes
 import dis
 import functools
 import sys
+from collections.abc import Callable
 from types import CodeType, FrameType, FunctionType, MethodType
 from typing import Final, NamedTuple
 
@@ -187,6 +188,71 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     if not calls(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
         return None
     return below
+
+
+class CCall(NamedTuple):
+    """A call into C that a frame stands in (:func:`c_call`)."""
+
+    below: int  # the depth of the frame's value stack below the call's operands
+    target: object  # what it calls
+    args: tuple[object, ...]  # its positional arguments
+
+
+_CALL: Final = dis.opmap["CALL"]
+_PRECALL: Final = dis.opmap.get("PRECALL", -1)  # 3.11
+
+
+def c_call(caller: FrameType, accepts: Callable[[object], bool]) -> CCall | None:
+    """For a frame of another thread's that stands at a plain ``CALL`` whose callable
+    ``accepts`` takes (``time.sleep``, say, or a ``functools.partial`` of it): the call, or None.
+
+    The other thread lets go of the GIL only inside a call or at the interpreter's periodic
+    check, which comes at the end of a ``CALL``, once the result stands where the callable and
+    the NULL beside it stood. So a frame at a ``CALL`` whose two slots still hold a callable and
+    a NULL is inside that call, and the slots above them hold its arguments, alive (the stack
+    owns them). Only that one non-NULL slot is read as an object before the check passes.
+    """
+    layout = _layout()
+    code = caller.f_code
+    lasti = caller.f_lasti
+    raw = code.co_code
+    if not 0 <= lasti < len(raw) - 1 or raw[lasti] not in (_CALL, _PRECALL):
+        return None
+    if lasti >= 2 and raw[lasti - 2] == _EXTENDED_ARG:
+        return None
+    nargs = raw[lasti + 1]
+    # 3.11's stack effects count the arguments as taken by the PRECALL before the CALL; a
+    # PRECALL specialized for a builtin (``time.sleep`` once warm) makes the call itself.
+    in_311_call = LAYOUT is _LAYOUTS[(3, 11)] and raw[lasti] == _CALL
+    operands = 2 + (0 if in_311_call else nargs)
+    depth = stackdepth.depth_before(code, lasti)
+    if depth is None or not operands <= depth <= code.co_stacksize:
+        return None
+    below = depth - operands
+    first = _iframe(caller) + layout.localsplus + (local_slot_count(code) + below) * _PTR
+    pair = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in (0, 1)]
+    if sum(1 for address in pair if not address) != 1:
+        return None
+    target = ctypes.cast(pair[0] or pair[1] or 0, ctypes.py_object).value
+    if not accepts(target):
+        return None
+    addresses = [ctypes.c_void_p.from_address(first + (2 + i) * _PTR).value for i in range(nargs)]
+    args = tuple(ctypes.cast(a, ctypes.py_object).value for a in addresses if a)
+    if len(args) != nargs:
+        return None
+    return CCall(below, target, args)
+
+
+def c_call_continuation(frame: FrameType) -> int:
+    """Where a frame standing in a call into C (:func:`c_call`) continues: after the ``CALL``
+    and its cache entries (on 3.11, after a ``PRECALL`` that made the call, the ``CALL`` that
+    follows it is passed over too)."""
+    lasti = frame.f_lasti
+    op = frame.f_code.co_code[lasti]
+    offset = lasti + 2 + 2 * cache_entries(dis.opname[op])
+    if op == _PRECALL:
+        offset += 2 + 2 * cache_entries("CALL")
+    return offset
 
 
 def reaches(callee: FrameType, caller: FrameType) -> bool:

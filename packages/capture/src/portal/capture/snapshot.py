@@ -329,18 +329,23 @@ def _record(
     callee: FrameType | None,
     ctx: CaptureContext,
     namespaces: Mapping[int, str],
+    c_call: int | None = None,
 ) -> FrameRecord:
-    """One frame of the chain; ``callee`` is the frame it waits on (None for the paused one)."""
+    """One frame of the chain; ``callee`` is the frame it waits on (None for the paused one).
+    ``c_call``: a carried thread's frame waits in a call into C instead (``time.sleep``), its
+    stack this deep below the call (:func:`portal.capture.frames.c_call`)."""
     code = frame.f_code
     forwarded = (
-        None
+        c_call
         if callee is None or _frames.direct_caller(callee, frame)
         else _frames.forwarded_call_depth(callee, frame)
     )
     slots, stack = _frames.read_slots_and_stack(frame, forwarded)
     info = ctx.resumed_info(code)
-    if callee is None:
+    if callee is None and c_call is None:
         resume_at, call_at = frame.f_lasti, None
+    elif callee is None:
+        resume_at, call_at = _frames.c_call_continuation(frame), frame.f_lasti
     elif forwarded is not None:
         resume_at, call_at = _frames.forwarded_continuation(frame), frame.f_lasti
     else:

@@ -1,7 +1,8 @@
 """The program's own threads, carried as the main thread is: a worker parked where it waits
 (``queue.get()``, ``queue.put()`` on a full queue, ``event.wait()``, ``cond.wait()`` or
-``cond.wait_for(predicate)`` in its own ``with cond:``) travels as its frames, and is started
-again at the resume in that wait, with the queue's items, so that it continues.
+``cond.wait_for(predicate)`` in its own ``with cond:``, ``time.sleep(seconds)``) travels as its
+frames, and is started again at the resume in that wait, with the queue's items, so that it
+continues.
 
 A class of the program's with a worker thread draining a queue is the shape this serves: its
 thread spends its life in ``q.get()``. At a pause the main thread stands at a safe point of its
@@ -19,6 +20,9 @@ the pause, its waiter still in the condition's list (not notified, not timed out
   again from its full length. A condition's wait is done again with the lock taken first (the
   program's ``with`` block held it), and the resume goes on once the thread waits again, so
   that no ``notify`` is lost (a bare ``cond.wait()`` does not look whether its event has come).
+  A ``time.sleep(seconds)`` the program's frame calls is a call into C, with no frame of its
+  own: the frame is read standing in that call (:func:`portal.capture.frames.c_call`), and the
+  sleep is done again, whole, at the resume.
 
 The ``Thread`` object (wherever the program keeps it: ``self._worker``, a global) travels as
 a new, unstarted ``Thread`` of its class, its name, its daemon flag and the attributes a
@@ -30,9 +34,11 @@ The frames are read before the rest of the state is pickled, and the main thread
 the GIL meanwhile (a file read by an extension): a thread whose wait ends then (a timeout, a
 notify) runs on, and what it changes would be pickled after its frames were read. So each
 carried thread must still stand in its wait once the pickle is done (:func:`moved`), or the
-checkpoint is dropped and the pause tries again at a later line. Only waits that leave such a
-mark are carried: ``time.sleep`` leaves none (a thread that slept, ran and slept again looks
-the same), so a thread sleeping is one that runs.
+checkpoint is dropped and the pause tries again at a later line. A condition's waiter leaves
+its mark in the condition's list of waiters. A sleep leaves none of its own (a thread that
+slept, ran and slept again looks the same), so the thread's CPU time is its mark: it grows the
+moment the thread wakes (Linux's per-thread CPU clock; where there is none, a sleeping thread
+is one that runs).
 
 A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
 does not know) cannot be read: its frames change under the reader. Where a value refers to its
@@ -53,7 +59,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import CodeType, FrameType
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from portal.capture import frames as _frames
 from portal.capture.problems import where
@@ -90,9 +96,9 @@ class CarriedThreads(NamedTuple):
     records: list[ThreadRecord]
     live_frames: list[list[FrameType]]  # each record's frames, innermost first (diagnosis)
     busy: dict[int, str]  # id(thread) -> where it runs
-    #: Each record's condition and its waiter lock, to tell after the pickle that it never
-    #: woke meanwhile (:func:`moved`).
-    waiters: list[tuple[Any, Any]]
+    #: For each record, whether the thread still waits as it was read: true after the pickle
+    #: only if it never woke meanwhile (:func:`moved`).
+    marks: list[Callable[[], bool]]
 
 
 def _waits() -> dict[int, Callable[..., Any]]:
@@ -150,7 +156,7 @@ def _is_threading(frame: FrameType | None) -> bool:
 def find_threads(
     ctx: CaptureContext,
     namespaces: Mapping[int, str],
-    record: Callable[[FrameType, FrameType | None, Any, Mapping[int, str]], FrameRecord],
+    record: Callable[..., FrameRecord],
 ) -> CarriedThreads:
     """Read every parked thread of the program's (see the module docstring); ``record`` reads
     one frame as :func:`portal.capture.snapshot._record` does. Runs on the main thread, which
@@ -158,7 +164,7 @@ def find_threads(
     records: list[ThreadRecord] = []
     live: list[list[FrameType]] = []
     busy: dict[int, str] = {}
-    waiters: list[tuple[Any, Any]] = []
+    marks: list[Callable[[], bool]] = []
     current = threading.current_thread()
     waits: dict[int, Callable[..., Any]] | None = None
     condition_wait = threading.Condition.wait.__code__
@@ -175,18 +181,22 @@ def find_threads(
             waits = _waits()
         parked = _parked(innermost, condition_wait, waits, ctx, namespaces)
         if parked is None:
+            parked = _asleep(innermost, ident, ctx, namespaces)
+        if parked is None:
             busy[id(thread)] = where(innermost, ctx.user_code.is_user_code)
             continue
         chain = parked.chain
         frame_records = [
-            record(f, chain[i - 1] if i else parked.library, ctx, namespaces)
+            record(f, chain[i - 1], ctx, namespaces)
+            if i
+            else record(f, parked.library, ctx, namespaces, parked.below)
             for i, f in enumerate(chain)
         ]
         frame_records.reverse()
         records.append(ThreadRecord(thread, frame_records, parked.wait))
         live.append(chain)
-        waiters.append(parked.waiter)
-    return CarriedThreads(records, live, busy, waiters)
+        marks.append(parked.mark)
+    return CarriedThreads(records, live, busy, marks)
 
 
 def moved(found: CarriedThreads) -> str | None:
@@ -195,9 +205,10 @@ def moved(found: CarriedThreads) -> str | None:
     pickles), whose frames, read before, no longer match the objects pickled after: the
     checkpoint is not whole, and the pause tries again. None when every one still waits.
     A waiter still in its condition's list has run no line since (it leaves the list under
-    the GIL, before it returns from the wait)."""
-    for record, (cond, waiter) in zip(found.records, found.waiters, strict=True):
-        if not any(w is waiter for w in cond._waiters):
+    the GIL, before it returns from the wait); a sleeper whose CPU time has not grown has not
+    run at all."""
+    for record, still in zip(found.records, found.marks, strict=True):
+        if not still():
             return record.thread.name
     return None
 
@@ -223,8 +234,9 @@ class _Parked(NamedTuple):
 
     chain: list[FrameType]  # its frames of the program's, innermost first
     wait: functools.partial[Any]  # the wait, done again at the resume
-    library: FrameType  # the wait's frame, which the innermost of ``chain`` waits on
-    waiter: tuple[Any, Any]  # the condition and the waiter lock (:func:`moved`)
+    library: FrameType | None  # the wait's frame, which the innermost of ``chain`` waits on
+    mark: Callable[[], bool]  # whether it still waits as read (:func:`moved`)
+    below: int | None = None  # a wait in C: the innermost frame's stack below the call
 
 
 def _parked(
@@ -258,15 +270,90 @@ def _parked(
     if any(name not in values for name in names):
         return None
     wait = functools.partial(function, *(values[name] for name in names))
+    chain = _program_chain(caller, ctx, namespaces)
+    if chain is None:
+        return None
+    return _Parked(chain, wait, library, functools.partial(_still_waits, cond, waiter))
+
+
+def _still_waits(cond: Any, waiter: Any) -> bool:
+    return any(w is waiter for w in cond._waiters)
+
+
+def _asleep(
+    innermost: FrameType, ident: int, ctx: CaptureContext, namespaces: Mapping[int, str]
+) -> _Parked | None:
+    """How the thread stands when its innermost frame, the program's, stands in ``time.sleep``
+    (:func:`portal.capture.frames.c_call`); None otherwise. A sleep leaves no mark of its own,
+    so the thread's CPU time is read first: it grows the moment the thread wakes, and
+    :func:`moved` compares it after the pickle. Where no thread's CPU clock can be read (not
+    Linux), a sleeping thread is one that runs."""
+    clock = _cpu_clock(ident)
+    if clock is None:
+        return None
+    before = time.clock_gettime_ns(clock)
+    if id(innermost.f_globals) not in namespaces or not ctx.has_safe_points(innermost.f_code):
+        return None
+    call = _frames.c_call(innermost, _is_sleep)
+    if call is None:
+        return None
+    if isinstance(call.target, functools.partial):
+        if call.args:
+            return None
+        wait = call.target  # resumed once: its sleep again
+    else:
+        wait = functools.partial(_SLEEP, *call.args)  # type: ignore[arg-type]
+    chain = _program_chain(innermost, ctx, namespaces)
+    if chain is None:
+        return None
+    return _Parked(chain, wait, None, functools.partial(_not_run, clock, before), call.below)
+
+
+#: ``time.sleep`` as the interpreter made it (a program may put another in its place).
+_SLEEP: Final = time.sleep
+
+
+def _is_sleep(target: object) -> bool:
+    """``time.sleep``, or a ``functools.partial`` of it with its seconds (a thread resumed
+    once sleeps through one)."""
+    if type(target) is functools.partial:
+        return target.func is _SLEEP and not target.keywords
+    return target is _SLEEP
+
+
+def _cpu_clock(ident: int | None) -> int | None:
+    """The CPU-time clock of the thread ``ident`` (Linux), or None."""
+    clock_of = getattr(time, "pthread_getcpuclockid", None)
+    if clock_of is None or ident is None:
+        return None
+    try:
+        return int(clock_of(ident))
+    except OSError:
+        return None
+
+
+def _not_run(clock: int, before: int) -> bool:
+    try:
+        return time.clock_gettime_ns(clock) == before
+    except OSError:
+        return False  # it ended
+
+
+def _program_chain(
+    first: FrameType, ctx: CaptureContext, namespaces: Mapping[int, str]
+) -> list[FrameType] | None:
+    """The thread's frames from ``first`` out to its entry, innermost first, when each is the
+    program's, with safe points, and waits on the one inside it with no state in C between;
+    None otherwise."""
     chain: list[FrameType] = []
-    f: FrameType | None = caller
+    f: FrameType | None = first
     while f is not None:
         if id(f.f_globals) not in namespaces or not ctx.has_safe_points(f.f_code):
             return None
         chain.append(f)
         outer = f.f_back
         if _is_threading(outer) or _is_resumed_run(outer):
-            return _Parked(chain, wait, library, (cond, waiter))
+            return chain
         if outer is None or not _frames.reaches(f, outer):
             return None
         f = outer
@@ -323,10 +410,9 @@ def reduce_thread(thread: threading.Thread) -> Any:
     if running is not None:
         raise WaitForSafePoint(
             f"thread {thread.name!r} runs its own code ({running}), or waits where no pause "
-            "can read it (a lock, a socket, time.sleep); the pause waits until it stands in a "
-            "queue's get or put, an event's wait or a condition's wait or wait_for, and "
-            "carries it there (an event's wait(seconds) paces a loop as time.sleep(seconds) "
-            "does)",
+            "can read it (a lock, a socket, a join); the pause waits until it stands in a "
+            "queue's get or put, an event's wait, a condition's wait or wait_for, or "
+            "time.sleep, and carries it there",
             ready=functools.partial(_in_a_wait, thread.ident),
         )
     return None  # not the program's to carry: refused as any object of the process is
@@ -336,7 +422,11 @@ def _in_a_wait(ident: int | None) -> bool:
     """Cheap, for each line of a pending pause: whether the thread stands in a condition's
     wait now (a try then reads it whole), or has ended."""
     frame = sys._current_frames().get(ident) if ident is not None else None
-    return frame is None or frame.f_code is threading.Condition.wait.__code__
+    return (
+        frame is None
+        or frame.f_code is threading.Condition.wait.__code__
+        or _frames.c_call(frame, _is_sleep) is not None
+    )
 
 
 def rebuild_thread(
