@@ -14,7 +14,7 @@ SCRIPT = CORPUS / "threads" / "parked_workers.py"
 #: A queue worker and a Thread subclass waiting on an event; a thread polling at an interval,
 #: whose wait times out every 20 ms (while a pause pickles too); threads waiting on conditions
 #: in their own ``with`` blocks (``wait()`` on an RLock's, ``wait_for`` on a Lock's); threads
-#: in ``time.sleep`` (a poller's 20 ms, a heartbeat's quarter second).
+#: in ``time.sleep`` (a poller's 50 ms, a heartbeat's quarter second).
 SCRIPTS = [
     SCRIPT,
     CORPUS / "threads" / "waiting_poller.py",
@@ -95,7 +95,9 @@ def test_the_program_sees_only_its_own_threads_before_and_after_a_resume(tmp_pat
     assert run.out == run.plain.stdout, run.err.decode()[-3000:]
 
 
-def test_a_thread_started_again_in_a_condition_s_wait_waits_before_the_resume_goes_on() -> None:
+def test_a_thread_started_again_in_a_condition_s_wait_waits_before_the_resume_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A bare ``cond.wait()`` does not look whether what it waits for has come: a ``notify`` the
     main thread sends before the resumed thread waits again is lost, and both wait for ever.
     So :func:`portal.capture.threads.start` returns once the thread stands in the wait (its
@@ -114,6 +116,7 @@ def test_a_thread_started_again_in_a_condition_s_wait_waits_before_the_resume_go
         woke.append(threads._wait_again(cond, 30))
         cond.release()
 
+    monkeypatch.setattr(threads, "_SETTLE_S", 60.0)  # a loaded machine: never the limit here
     thread = threading.Thread(name="late", daemon=True)
     record = threads.ThreadRecord(thread, [], functools.partial(threads._wait_again, cond, 30))
     threads.start(record, entry)
@@ -157,43 +160,62 @@ def test_a_frame_standing_in_time_sleep_is_read_with_its_seconds(warm: bool) -> 
         started.set()
         time.sleep(seconds)
 
-    thread = threading.Thread(target=sleeper, args=(0.6,), daemon=True)
+    thread = threading.Thread(target=sleeper, args=(3.5,), daemon=True)
     thread.start()
     started.wait()
-    time.sleep(0.1)
-    frame = sys._current_frames()[thread.ident or 0]
-    assert frame.f_code is sleeper.__code__
-    call = frames.c_call(frame, threads._is_sleep)
-    assert call is not None and call.target is time.sleep and call.args == (0.6,)
+    call = None
+    end = time.monotonic() + 3
+    while call is None and time.monotonic() < end:  # until it stands in its sleep
+        frame = sys._current_frames()[thread.ident or 0]
+        assert frame.f_code is sleeper.__code__
+        call = frames.c_call(frame, threads._is_sleep)
+        time.sleep(0.01)
+    assert call is not None and call.target is time.sleep and call.args == (3.5,)
     assert frames.c_call_continuation(frame) > frame.f_lasti
     assert frames.c_call(frame, lambda target: False) is None  # not what it was asked for
     thread.join()
 
 
-def test_a_sleeping_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None:
-    """A sleep leaves no mark of its own; the thread's CPU time does not grow while it sleeps,
-    and grows the moment it wakes (:func:`portal.capture.threads.moved` relies on this)."""
+def test_a_blocked_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None:
+    """A sleep leaves no mark of its own; a blocked thread's CPU time does not grow, and grows
+    the moment it wakes and runs (:func:`portal.capture.threads.moved` relies on this; the
+    thread here blocks until it is told, so that no loaded machine can make it wake early)."""
     import threading
     import time
 
     from portal.capture import threads
 
-    started = threading.Event()
+    go, ran, done = threading.Event(), threading.Event(), threading.Event()
 
-    def sleeper() -> None:
-        started.set()
-        time.sleep(0.5)
+    def blocked() -> None:
+        go.wait()
         sum(range(10_000))  # what a woken thread does: run
+        ran.set()
+        done.wait()  # blocked again, so that its clock can still be read
 
-    thread = threading.Thread(target=sleeper, daemon=True)
+    thread = threading.Thread(target=blocked, daemon=True)
     thread.start()
-    started.wait()
-    time.sleep(0.05)
+    time.sleep(0.1)
     clock = threads._cpu_clock(thread.ident)
     if clock is None:
         pytest.skip("no per-thread CPU clock on this platform")
+    end = time.monotonic() + 30
+    while not _blocked(thread) and time.monotonic() < end:
+        time.sleep(0.01)
     before = time.clock_gettime_ns(clock)
     time.sleep(0.2)
-    assert threads._not_run(clock, before)  # asleep all along
-    thread.join()
-    assert not threads._not_run(clock, before)  # woke, ran, ended
+    assert threads._not_run(clock, before)  # blocked all along
+    go.set()
+    assert ran.wait(30)
+    assert not threads._not_run(clock, before)  # woke and ran
+    done.set()
+    thread.join(30)
+
+
+def _blocked(thread: object) -> bool:
+    """Whether the thread stands in its event's wait (blocked on the waiter lock)."""
+    import sys
+    import threading
+
+    frame = sys._current_frames().get(getattr(thread, "ident", None) or 0)
+    return frame is not None and frame.f_code is threading.Condition.wait.__code__

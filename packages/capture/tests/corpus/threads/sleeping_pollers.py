@@ -1,5 +1,5 @@
 """Threads of the program's own that spend their lives in ``time.sleep``: a poller that looks at
-a list every 20 ms and answers each item (the shape of a directory watcher, or of a loop that
+a list every 50 ms and answers each item (the shape of a directory watcher, or of a loop that
 logs GPU use), and a heartbeat that sleeps a quarter of a second between beats. Each keeps its
 count in a local of its own frame and in an attribute: a thread that came back fresh, or one
 that was lost, shows in the output."""
@@ -10,7 +10,7 @@ import time
 
 
 class Poller:
-    """Squares each item put on its inbox, looking every 20 ms."""
+    """Squares each item put on its inbox, looking every 50 ms."""
 
     def __init__(self) -> None:
         self.inbox: list[int | None] = []
@@ -27,7 +27,7 @@ class Poller:
                     return
                 handled += 1
                 self.outbox.append((handled, item * item + handled))
-            time.sleep(0.02)
+            time.sleep(0.05)
 
 
 class Heartbeat(threading.Thread):
