@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import random
 import shutil
@@ -247,10 +248,16 @@ class Moment(NamedTuple):
 
 
 def _moments(framework: Framework) -> list[Moment]:
+    """Random moments that leave the training time to pause in: the notice comes at most two
+    steps' sleep after the step it waits for, with at least 0.3 s of steps still to run (a
+    notice that came as the loop ended, 33 of accelerate's 39 steps of 20 ms and 0.17 s after,
+    paused after the last step: no pause while training, though nothing was wrong)."""
     rng = random.Random(f"{SEED}:{framework.name}")
     hows = ["node-120", "node-20", "sigterm"]
+    step = float(framework.args[0])  # each program's sleep per step, its first argument
+    last = framework.steps - 4 - math.ceil(0.3 / step)
     return [
-        Moment(rng.randint(2, framework.steps - 4), round(rng.uniform(0, 0.2), 3), rng.choice(hows))
+        Moment(rng.randint(2, last), round(rng.uniform(0, 2 * step), 3), rng.choice(hows))
         for _ in range(MOMENTS)
     ]
 
