@@ -174,20 +174,28 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
             return None
         if (ctypes.c_void_p.from_address(previous + layout.previous).value or 0) != outer:
             return None
-    depth = stackdepth.depth_before(code, lasti)
-    nslots = local_slot_count(code)
+    found = _call_operands(caller, operands)
+    if found is None or not calls(found[1], callee.f_code):
+        return None
+    return found[0]
+
+
+def _call_operands(caller: FrameType, operands: int) -> tuple[int, object, int] | None:
+    """For a frame at a call taking ``operands`` stack slots: the depth of its stack below
+    them, the callable, and the address of the slot after the callable's pair (the first
+    argument's), when the pair holds one object and one NULL as the interpreter leaves them
+    during the call; None otherwise. Only that one non-NULL slot is read as an object."""
+    code = caller.f_code
+    depth = stackdepth.depth_before(code, caller.f_lasti)
     if depth is None or not operands <= depth <= code.co_stacksize:
         return None
     below = depth - operands
-    first = outer + layout.localsplus + (nslots + below) * _PTR
+    first = _iframe(caller) + _layout().localsplus + (local_slot_count(code) + below) * _PTR
     pair = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in (0, 1)]
     if sum(1 for address in pair if not address) != 1:
         return None
-    address = pair[0] or pair[1]
-    assert address is not None
-    if not calls(ctypes.cast(address, ctypes.py_object).value, callee.f_code):
-        return None
-    return below
+    target = ctypes.cast(pair[0] or pair[1] or 0, ctypes.py_object).value
+    return below, target, first + 2 * _PTR
 
 
 class CCall(NamedTuple):
@@ -212,7 +220,6 @@ def c_call(caller: FrameType, accepts: Callable[[object], bool]) -> CCall | None
     a NULL is inside that call, and the slots above them hold its arguments, alive (the stack
     owns them). Only that one non-NULL slot is read as an object before the check passes.
     """
-    layout = _layout()
     code = caller.f_code
     lasti = caller.f_lasti
     raw = code.co_code
@@ -224,19 +231,11 @@ def c_call(caller: FrameType, accepts: Callable[[object], bool]) -> CCall | None
     # 3.11's stack effects count the arguments as taken by the PRECALL before the CALL; a
     # PRECALL specialized for a builtin (``time.sleep`` once warm) makes the call itself.
     in_311_call = LAYOUT is _LAYOUTS[(3, 11)] and raw[lasti] == _CALL
-    operands = 2 + (0 if in_311_call else nargs)
-    depth = stackdepth.depth_before(code, lasti)
-    if depth is None or not operands <= depth <= code.co_stacksize:
+    found = _call_operands(caller, 2 + (0 if in_311_call else nargs))
+    if found is None or not accepts(found[1]):
         return None
-    below = depth - operands
-    first = _iframe(caller) + layout.localsplus + (local_slot_count(code) + below) * _PTR
-    pair = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in (0, 1)]
-    if sum(1 for address in pair if not address) != 1:
-        return None
-    target = ctypes.cast(pair[0] or pair[1] or 0, ctypes.py_object).value
-    if not accepts(target):
-        return None
-    addresses = [ctypes.c_void_p.from_address(first + (2 + i) * _PTR).value for i in range(nargs)]
+    below, target, first = found
+    addresses = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in range(nargs)]
     args = tuple(ctypes.cast(a, ctypes.py_object).value for a in addresses if a)
     if len(args) != nargs:
         return None

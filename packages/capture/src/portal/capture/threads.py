@@ -253,7 +253,7 @@ def _parked(
     local = innermost.f_locals
     cond = local.get("self")
     waiter = local.get("waiter")
-    if waiter is None or not any(w is waiter for w in getattr(cond, "_waiters", ())):
+    if waiter is None or not _still_waits(cond, waiter):
         return None  # notified, timed out, or not yet waiting: it runs
     if "saved_state" not in local or not _held_once(local["saved_state"]):
         return None  # it holds the lock still, or held it more than once (done again: once)
@@ -277,7 +277,7 @@ def _parked(
 
 
 def _still_waits(cond: Any, waiter: Any) -> bool:
-    return any(w is waiter for w in cond._waiters)
+    return any(w is waiter for w in getattr(cond, "_waiters", ()))
 
 
 def _asleep(
@@ -420,7 +420,7 @@ def reduce_thread(thread: threading.Thread) -> Any:
 
 def _in_a_wait(ident: int | None) -> bool:
     """Cheap, for each line of a pending pause: whether the thread stands in a condition's
-    wait now (a try then reads it whole), or has ended."""
+    wait or a sleep now (a try then reads it whole), or has ended."""
     frame = sys._current_frames().get(ident) if ident is not None else None
     return (
         frame is None
@@ -458,6 +458,12 @@ def _waits_on(frame: FrameType | None, wait: CodeType, cond: object) -> bool:
     return local.get("self") is cond and "saved_state" in local
 
 
+def _outwards(frame: FrameType | None) -> Iterator[FrameType]:
+    while frame is not None:
+        yield frame
+        frame = frame.f_back
+
+
 #: The longest a resume waits for a thread started again in a condition's wait to stand in it.
 _SETTLE_S = 2.0
 
@@ -474,10 +480,7 @@ def _until_waiting(thread: threading.Thread, cond: object) -> None:
         frame = sys._current_frames().get(thread.ident or -1)
         if _waits_on(frame, wait, cond):
             return  # in the list of waiters, the lock let go
-        inside = False
-        f = frame
-        while f is not None and not inside:
-            inside, f = f.f_code is again, f.f_back
+        inside = any(f.f_code is again for f in _outwards(frame))
         if entered and not inside:
             return
         entered = entered or inside
