@@ -14,12 +14,15 @@ SCRIPT = CORPUS / "threads" / "parked_workers.py"
 #: A queue worker and a Thread subclass waiting on an event; a thread polling at an interval,
 #: whose wait times out every 20 ms (while a pause pickles too); threads waiting on conditions
 #: in their own ``with`` blocks (``wait()`` on an RLock's, ``wait_for`` on a Lock's); threads
-#: in ``time.sleep`` (a poller's 50 ms, a heartbeat's quarter second).
+#: in ``time.sleep`` (a poller's 50 ms, a heartbeat's quarter second); pollers whose waits (an
+#: event's, a queue's, a condition's, a semaphore's) time out every 2 ms, far more often than
+#: the program's state takes to pickle, and a ``for item in iter(q.get, None)`` drainer.
 SCRIPTS = [
     SCRIPT,
     CORPUS / "threads" / "waiting_poller.py",
     CORPUS / "threads" / "condition_waiters.py",
     CORPUS / "threads" / "sleeping_pollers.py",
+    CORPUS / "threads" / "fast_pollers.py",
 ]
 
 
@@ -219,3 +222,91 @@ def _blocked(thread: object) -> bool:
 
     frame = sys._current_frames().get(getattr(thread, "ident", None) or 0)
     return frame is not None and frame.f_code is threading.Condition.wait.__code__
+
+
+@pytest.mark.parametrize("lock", ["Lock", "RLock"])
+def test_a_poller_whose_wait_times_out_is_held_back_until_the_pickle_is_done(lock: str) -> None:
+    """While :func:`portal.capture.threads._gated` holds a condition, a thread whose timed wait
+    on it ends runs none of its own lines and stays in the list of waiters (the checkpoint is
+    kept); once the block ends it goes on, and the condition takes its lock again as before."""
+    import threading
+    import time
+
+    from portal.capture import threads
+
+    cond = threading.Condition(getattr(threading, lock)())
+    had = vars(cond).get("_acquire_restore")
+    looks: list[int] = []
+    stop = False
+
+    def poll() -> None:
+        while not stop:
+            with cond:
+                cond.wait(0.002)
+            looks.append(1)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    end = time.monotonic() + 10
+    while not cond._waiters and time.monotonic() < end:  # type: ignore[attr-defined]
+        time.sleep(0.0005)
+    with threads._gated([cond]):
+        waiter = cond._waiters[0]  # type: ignore[attr-defined]
+        before = len(looks)
+        time.sleep(0.3)  # 150 of its timeouts
+        assert len(looks) == before
+        assert threads._still_waits(cond, waiter)
+    end = time.monotonic() + 10
+    while len(looks) < before + 5 and time.monotonic() < end:
+        time.sleep(0.01)
+    assert len(looks) >= before + 5  # it went on
+    assert vars(cond).get("_acquire_restore") == had  # the condition is as it was
+    stop = True
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_only_a_for_loop_over_iter_of_the_wait_is_read_as_one() -> None:
+    """:func:`portal.capture.frames.callable_iteration` reads a ``FOR_ITER`` over ``iter(f,
+    sentinel)`` whose ``f`` is the function the thread stands in, and nothing else: not a loop
+    over another iterator, not a direct call."""
+    import queue
+    import sys
+    import threading
+    import time
+
+    from portal.capture import frames
+
+    q: queue.Queue[int | None] = queue.Queue()
+    other: queue.Queue[int | None] = queue.Queue()
+
+    def drain() -> None:
+        for _ in iter(q.get, None):
+            pass
+
+    def direct() -> None:
+        other.get()
+
+    threads_ = [threading.Thread(target=f, daemon=True) for f in (drain, direct)]
+    for t in threads_:
+        t.start()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and (
+        not q.not_empty._waiters or not other.not_empty._waiters  # type: ignore[attr-defined]
+    ):
+        time.sleep(0.001)
+    current = sys._current_frames()
+    get_frames = []
+    for t in threads_:
+        f = current[t.ident or 0]
+        while f.f_code is not queue.Queue.get.__code__:
+            f = f.f_back
+        get_frames.append(f)
+    in_loop, in_call = get_frames
+    assert frames.callable_iteration(in_loop, in_loop.f_back) is not None
+    assert frames.callable_iteration(in_call, in_call.f_back) is None
+    assert frames.callable_iteration(in_loop, in_call.f_back) is None  # another's frame
+    q.put(None)
+    other.put(None)
+    for t in threads_:
+        t.join(10)

@@ -25,6 +25,7 @@ from portal.capture.codegen import NULL, cache_entries
 __all__ = [
     "LAYOUT",
     "FrameLayout",
+    "callable_iteration",
     "continuation_offset",
     "direct_caller",
     "forwarded_call_depth",
@@ -65,6 +66,8 @@ _CALL_FUNCTION_EX: Final = dis.opmap["CALL_FUNCTION_EX"]
 _CALL_KW: Final = dis.opmap.get("CALL_KW", -1)  # 3.13: a call with keyword arguments
 _CALLS: Final = frozenset(op for op in (dis.opmap["CALL"], _CALL_KW) if op >= 0)
 _EXTENDED_ARG: Final = dis.opmap["EXTENDED_ARG"]
+_FOR_ITER: Final = dis.opmap["FOR_ITER"]
+_CALLABLE_ITERATOR: Final = type(iter(int, 1))
 _PTR: Final = ctypes.sizeof(ctypes.c_void_p)
 
 LAYOUT: Final = _LAYOUTS.get(sys.version_info[:2])
@@ -144,7 +147,6 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     (:mod:`portal.capture.stackdepth`), and is trusted only when the slots it names hold the
     callable and the NULL beside it, as the interpreter left them.
     """
-    layout = _layout()
     code = caller.f_code
     lasti = caller.f_lasti
     raw = code.co_code
@@ -161,23 +163,61 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
         calls = _partial_calls_code
     else:
         return None
-    inner = _iframe(callee)
-    outer = _iframe(caller)
-    previous = ctypes.c_void_p.from_address(inner + layout.previous).value or 0
-    if layout.is_entry is not None:  # 3.11: the callee is an entry frame linked to the caller
-        if previous != outer or not ctypes.c_bool.from_address(inner + layout.is_entry).value:
-            return None
-    else:  # 3.12+: the C entry's shim frame sits between
-        if not previous:
-            return None
-        if ctypes.c_uint8.from_address(previous + layout.owner).value != _FRAME_OWNED_BY_CSTACK:
-            return None
-        if (ctypes.c_void_p.from_address(previous + layout.previous).value or 0) != outer:
-            return None
+    if not _entered_from_c(callee, caller):
+        return None
     found = _call_operands(caller, operands)
     if found is None or not calls(found[1], callee.f_code):
         return None
     return found[0]
+
+
+def _entered_from_c(callee: FrameType, caller: FrameType) -> bool:
+    """Whether the interpreter entered ``callee`` through C called from ``caller``'s
+    instruction (no Python frame between them)."""
+    layout = _layout()
+    inner = _iframe(callee)
+    outer = _iframe(caller)
+    previous = ctypes.c_void_p.from_address(inner + layout.previous).value or 0
+    if layout.is_entry is not None:  # 3.11: the callee is an entry frame linked to the caller
+        return previous == outer and ctypes.c_bool.from_address(inner + layout.is_entry).value
+    # 3.12+: the C entry's shim frame sits between
+    if not previous:
+        return False
+    if ctypes.c_uint8.from_address(previous + layout.owner).value != _FRAME_OWNED_BY_CSTACK:
+        return False
+    return (ctypes.c_void_p.from_address(previous + layout.previous).value or 0) == outer
+
+
+def callable_iteration(callee: FrameType, caller: FrameType) -> int | None:
+    """For ``for x in iter(f, sentinel):``: ``caller`` stands at its ``FOR_ITER``, whose iterator
+    (on top of its stack) is the ``callable_iterator`` of a function (or a method bound to one)
+    whose code is ``callee``'s, and the interpreter entered ``callee`` from there through that
+    iterator's ``__next__``, C that holds nothing but the callable and the sentinel. The depth
+    of ``caller``'s stack at the ``FOR_ITER`` (the iterator on top: done again, the instruction
+    calls the function again), or None for anything else."""
+    code = caller.f_code
+    lasti = caller.f_lasti
+    raw = code.co_code
+    if not 0 <= lasti < len(raw) or raw[lasti] != _FOR_ITER:
+        return None
+    if not _entered_from_c(callee, caller):
+        return None
+    depth = stackdepth.depth_before(code, lasti)
+    if depth is None or not 1 <= depth <= code.co_stacksize:
+        return None
+    top = _iframe(caller) + _layout().localsplus + (local_slot_count(code) + depth - 1) * _PTR
+    address = ctypes.c_void_p.from_address(top).value
+    if not address:
+        return None
+    iterator = ctypes.cast(address, ctypes.py_object).value
+    if type(iterator) is not _CALLABLE_ITERATOR:
+        return None
+    reduced = iterator.__reduce__()
+    if len(reduced) < 2 or len(reduced[1]) != 2:
+        return None  # exhausted: it calls nothing any more
+    if not _calls_code(reduced[1][0], callee.f_code):
+        return None
+    return depth
 
 
 def _call_operands(caller: FrameType, operands: int) -> tuple[int, object, int] | None:

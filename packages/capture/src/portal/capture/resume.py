@@ -136,18 +136,20 @@ def build_frames(
 
 def build_thread(
     records: Sequence[FrameRecord],
-    wait: Callable[[], Any],
+    wait: Callable[[], Any] | None,
     registry: dict[int, ResumedInfo] | None = None,
 ) -> Callable[[], Any]:
     """The resumed function of a carried thread's outermost frame (``records`` outermost
-    first), whose innermost frame calls ``wait`` again where it stood
-    (:mod:`portal.capture.threads`)."""
+    first), whose innermost frame calls ``wait`` again where it stood, or (``wait`` None) does
+    its instruction again (:mod:`portal.capture.threads`)."""
     registry = RESUMED_CODE if registry is None else registry
-    inner: Callable[[], Any] = wait
+    inner: Callable[[], Any] | None = wait
     for record in reversed(records):
         if record.module_level:
             raise ValueError("a carried thread's frames are function frames")
         inner = _function_for(_resumed(record, inner, registry), record.code, record)
+    if inner is None:
+        raise ValueError("a carried thread has no frames")
     return inner
 
 

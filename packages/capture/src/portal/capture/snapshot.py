@@ -330,10 +330,15 @@ def _record(
     ctx: CaptureContext,
     namespaces: Mapping[int, str],
     c_call: int | None = None,
+    *,
+    again: bool = False,
 ) -> FrameRecord:
     """One frame of the chain; ``callee`` is the frame it waits on (None for the paused one).
     ``c_call``: a carried thread's frame waits in a call into C instead (``time.sleep``), its
-    stack this deep below the call (:func:`portal.capture.frames.c_call`)."""
+    stack this deep below the call (:func:`portal.capture.frames.c_call`); with ``again``,
+    the frame does that instruction again at the resume, its stack ``c_call`` deep (the
+    ``FOR_ITER`` of ``for x in iter(q.get, None)``:
+    :func:`portal.capture.frames.callable_iteration`)."""
     code = frame.f_code
     forwarded = (
         c_call
@@ -342,7 +347,7 @@ def _record(
     )
     slots, stack = _frames.read_slots_and_stack(frame, forwarded)
     info = ctx.resumed_info(code)
-    if callee is None and c_call is None:
+    if callee is None and (c_call is None or again):
         resume_at, call_at = frame.f_lasti, None
     elif callee is None:
         resume_at, call_at = _frames.c_call_continuation(frame), frame.f_lasti
@@ -464,49 +469,51 @@ def take_snapshot(
     ]
     records.reverse()
     threads = find_threads(ctx, namespaces, _record)
-    extensions = [
-        (ext.name, ext.capture())
-        for ext in ctx.extensions
-        if all(m in sys.modules for m in getattr(ext, "modules", ()))
-    ]
-    snapshot = Snapshot(
-        modules=modules, frames=records, extensions=extensions, threads=tuple(threads.records)
-    )
-    reducers = resolve_reducers(ctx.reducers)
-    user_names = set(namespaces.values())
-    carried = [(r.code, r.namespace) for r in records if r.namespace not in user_names]
-    with _user_classes_by_value([m for _, m in user_modules]), carrying(threads):
-        try:
-            data, buffers, size = dumps(
-                _globals_first(snapshot),
-                namespaces=namespaces,
-                reducers=reducers,
-                keep=keep,
-                places=global_places([(m.name, m.contents) for m in snapshot.modules]),
-                library_code=carried,
-            )
-        except Exception as exc:
-            slots: list[HeldSlot | None] = []
-            problems = diagnose(
-                snapshot,
-                chain,
-                namespaces,
-                reducers,
-                exc,
-                held=slots,
-                is_user_code=ctx.user_code.is_user_code,
-                thread_frames=threads.live_frames,
-            )
-            # A value that only needs a later line (WaitForSafePoint) delays the pause like a
-            # position does; whatever else is wrong is named once that has passed.
-            waiting = [p for p in problems if p.kind == "position"]
-            ready = exc.ready if isinstance(exc, WaitForSafePoint) else None
-            exc.__traceback__ = None  # its frames (the pickler's) hold the state: let them go
-            held = None
-            if not waiting and slots and all(slot is not None for slot in slots):
-                held = HeldValues([slot for slot in slots if slot is not None], chain)
-            return SnapshotResult(None, waiting or problems, 0, ready, held)
-    woke = moved(threads)
+    # From the threads' reading on, a carried thread whose wait times out is held back.
+    with carrying(threads):
+        extensions = [
+            (ext.name, ext.capture())
+            for ext in ctx.extensions
+            if all(m in sys.modules for m in getattr(ext, "modules", ()))
+        ]
+        snapshot = Snapshot(
+            modules=modules, frames=records, extensions=extensions, threads=tuple(threads.records)
+        )
+        reducers = resolve_reducers(ctx.reducers)
+        user_names = set(namespaces.values())
+        carried = [(r.code, r.namespace) for r in records if r.namespace not in user_names]
+        with _user_classes_by_value([m for _, m in user_modules]):
+            try:
+                data, buffers, size = dumps(
+                    _globals_first(snapshot),
+                    namespaces=namespaces,
+                    reducers=reducers,
+                    keep=keep,
+                    places=global_places([(m.name, m.contents) for m in snapshot.modules]),
+                    library_code=carried,
+                )
+            except Exception as exc:
+                slots: list[HeldSlot | None] = []
+                problems = diagnose(
+                    snapshot,
+                    chain,
+                    namespaces,
+                    reducers,
+                    exc,
+                    held=slots,
+                    is_user_code=ctx.user_code.is_user_code,
+                    thread_frames=threads.live_frames,
+                )
+                # A value that only needs a later line (WaitForSafePoint) delays the pause like a
+                # position does; whatever else is wrong is named once that has passed.
+                waiting = [p for p in problems if p.kind == "position"]
+                ready = exc.ready if isinstance(exc, WaitForSafePoint) else None
+                exc.__traceback__ = None  # its frames (the pickler's) hold the state: let them go
+                held = None
+                if not waiting and slots and all(slot is not None for slot in slots):
+                    held = HeldValues([slot for slot in slots if slot is not None], chain)
+                return SnapshotResult(None, waiting or problems, 0, ready, held)
+            woke = moved(threads)  # before the waiters held back meanwhile go on
     if woke is not None:
         problem = _position_problem(
             woke,

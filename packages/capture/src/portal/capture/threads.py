@@ -1,8 +1,8 @@
 """The program's own threads, carried as the main thread is: a worker parked where it waits
-(``queue.get()``, ``queue.put()`` on a full queue, ``event.wait()``, ``cond.wait()`` or
-``cond.wait_for(predicate)`` in its own ``with cond:``, ``time.sleep(seconds)``) travels as its
-frames, and is started again at the resume in that wait, with the queue's items, so that it
-continues.
+(``queue.get()``, also as ``for item in iter(q.get, None)``, ``queue.put()`` on a full queue,
+``event.wait()``, ``semaphore.acquire()``, ``cond.wait()`` or ``cond.wait_for(predicate)`` in
+its own ``with cond:``, ``time.sleep(seconds)``) travels as its frames, and is started again at
+the resume in that wait, with the queue's items, so that it continues.
 
 A class of the program's with a worker thread draining a queue is the shape this serves: its
 thread spends its life in ``q.get()``. At a pause the main thread stands at a safe point of its
@@ -22,7 +22,10 @@ the pause, its waiter still in the condition's list (not notified, not timed out
   that no ``notify`` is lost (a bare ``cond.wait()`` does not look whether its event has come).
   A ``time.sleep(seconds)`` the program's frame calls is a call into C, with no frame of its
   own: the frame is read standing in that call (:func:`portal.capture.frames.c_call`), and the
-  sleep is done again, whole, at the resume.
+  sleep is done again, whole, at the resume. A ``for`` loop over ``iter(q.get, None)`` calls
+  the wait from its ``FOR_ITER`` through C that holds only the callable and the sentinel
+  (:func:`portal.capture.frames.callable_iteration`): the frame is resumed at that
+  ``FOR_ITER``, the iterator on its stack, which calls the wait again.
 
 The ``Thread`` object (wherever the program keeps it: ``self._worker``, a global) travels as
 a new, unstarted ``Thread`` of its class, its name, its daemon flag and the attributes a
@@ -35,7 +38,9 @@ the GIL meanwhile (a file read by an extension): a thread whose wait ends then (
 notify) runs on, and what it changes would be pickled after its frames were read. So each
 carried thread must still stand in its wait once the pickle is done (:func:`moved`), or the
 checkpoint is dropped and the pause tries again at a later line. A condition's waiter leaves
-its mark in the condition's list of waiters. A sleep leaves none of its own (a thread that
+its mark in the condition's list of waiters; one whose wait times out meanwhile is held back
+before it leaves the list (:func:`_gated`), so that a poller that wakes more often than the
+state takes to pickle does not make every try start again. A sleep leaves none of its own (a thread that
 slept, ran and slept again looks the same), so the thread's CPU time is its mark: it grows the
 moment the thread wakes (Linux's per-thread CPU clock; where there is none, a sleeping thread
 is one that runs).
@@ -52,11 +57,12 @@ The rebuild function's name is part of the checkpoint format: do not rename it.
 
 from __future__ import annotations
 
+import _thread
 import functools
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
@@ -87,7 +93,9 @@ class ThreadRecord(NamedTuple):
 
     thread: threading.Thread
     frames: list[FrameRecord]  # outermost (its target, or its run method) first
-    wait: functools.partial[Any]  # the wait it stood in, done again at the resume
+    #: The wait it stood in, done again at the resume; None where the innermost frame does its
+    #: own instruction again (the ``FOR_ITER`` of ``for x in iter(q.get, None)``).
+    wait: functools.partial[Any] | None
 
 
 class CarriedThreads(NamedTuple):
@@ -99,6 +107,9 @@ class CarriedThreads(NamedTuple):
     #: For each record, whether the thread still waits as it was read: true after the pickle
     #: only if it never woke meanwhile (:func:`moved`).
     marks: list[Callable[[], bool]]
+    #: The conditions the carried threads wait on: each holds back a waiter whose wait times
+    #: out while the state is pickled (:func:`carrying`).
+    conditions: list[threading.Condition]
 
 
 def _waits() -> dict[int, Callable[..., Any]]:
@@ -113,10 +124,11 @@ def _waits() -> dict[int, Callable[..., Any]]:
     for owner in (
         getattr(sys.modules.get("queue"), "Queue", None),
         getattr(sys.modules.get("threading"), "Event", None),
+        getattr(sys.modules.get("threading"), "Semaphore", None),
     ):
         if owner is None:
             continue
-        for name in ("get", "put", "wait"):
+        for name in ("get", "put", "wait", "acquire"):
             function = owner.__dict__.get(name)
             if function is not None:
                 found[id(function.__code__)] = function
@@ -165,6 +177,7 @@ def find_threads(
     live: list[list[FrameType]] = []
     busy: dict[int, str] = {}
     marks: list[Callable[[], bool]] = []
+    conditions: list[threading.Condition] = []
     current = threading.current_thread()
     waits: dict[int, Callable[..., Any]] | None = None
     condition_wait = threading.Condition.wait.__code__
@@ -189,14 +202,16 @@ def find_threads(
         frame_records = [
             record(f, chain[i - 1], ctx, namespaces)
             if i
-            else record(f, parked.library, ctx, namespaces, parked.below)
+            else record(f, parked.library, ctx, namespaces, parked.below, again=parked.wait is None)
             for i, f in enumerate(chain)
         ]
         frame_records.reverse()
         records.append(ThreadRecord(thread, frame_records, parked.wait))
         live.append(chain)
         marks.append(parked.mark)
-    return CarriedThreads(records, live, busy, marks)
+        if parked.cond is not None:
+            conditions.append(parked.cond)
+    return CarriedThreads(records, live, busy, marks, conditions)
 
 
 def moved(found: CarriedThreads) -> str | None:
@@ -233,10 +248,14 @@ class _Parked(NamedTuple):
     """How a parked thread stands, as :func:`_parked` read it (once)."""
 
     chain: list[FrameType]  # its frames of the program's, innermost first
-    wait: functools.partial[Any]  # the wait, done again at the resume
+    #: The wait, done again at the resume; None: the innermost frame's ``FOR_ITER`` is.
+    wait: functools.partial[Any] | None
     library: FrameType | None  # the wait's frame, which the innermost of ``chain`` waits on
     mark: Callable[[], bool]  # whether it still waits as read (:func:`moved`)
-    below: int | None = None  # a wait in C: the innermost frame's stack below the call
+    #: A wait in C: the innermost frame's stack below the call (or, at a ``FOR_ITER``, its
+    #: whole stack, the iterator on top).
+    below: int | None = None
+    cond: threading.Condition | None = None  # the condition it waits on (:func:`carrying`)
 
 
 def _parked(
@@ -261,8 +280,16 @@ def _parked(
     while library.f_back is not None and id(library.f_back.f_code) in waits:
         library = library.f_back
     caller = library.f_back
-    if caller is None or not _frames.reaches(library, caller):
+    if caller is None:
         return None
+    mark = functools.partial(_still_waits, cond, waiter)
+    if not _frames.reaches(library, caller):
+        # ``for x in iter(q.get, None)``: the frame's FOR_ITER calls the wait again, whole.
+        depth = _frames.callable_iteration(library, caller)
+        chain = None if depth is None else _program_chain(caller, ctx, namespaces)
+        if chain is None:
+            return None
+        return _Parked(chain, None, None, mark, depth, cond)
     function = waits[id(library.f_code)]
     code = library.f_code
     names = code.co_varnames[: code.co_argcount]
@@ -273,7 +300,7 @@ def _parked(
     chain = _program_chain(caller, ctx, namespaces)
     if chain is None:
         return None
-    return _Parked(chain, wait, library, functools.partial(_still_waits, cond, waiter))
+    return _Parked(chain, wait, library, mark, cond=cond)
 
 
 def _still_waits(cond: Any, waiter: Any) -> bool:
@@ -375,14 +402,63 @@ _INTERNAL: frozenset[str] | None = None
 
 @contextmanager
 def carrying(found: CarriedThreads) -> Iterator[None]:
-    """While the snapshot pickles: these threads travel, those run (:func:`reduce_thread`)."""
+    """From the moment the threads were read until :func:`moved` has said whether the pickle
+    may be kept: these threads travel, those run (:func:`reduce_thread`), and the conditions
+    the carried threads wait on hold back a waiter whose wait times out (:func:`_gated`)."""
     _CARRIED.update({id(r.thread): r.thread for r in found.records})
     _BUSY.update(found.busy)
     try:
-        yield
+        with _gated(found.conditions):
+            yield
     finally:
         _CARRIED.clear()
         _BUSY.clear()
+
+
+@contextmanager
+def _gated(conditions: Iterable[threading.Condition]) -> Iterator[None]:
+    """Hold back, until the block ends, each thread whose wait on one of ``conditions`` times
+    out meanwhile, before it takes the lock again and leaves the list of waiters.
+
+    A poller that waits 20 ms at a time (``stop.wait(0.02)``, ``q.get(timeout=0.02)``) would
+    otherwise wake and run while a state that takes longer than that to pickle is pickled, so
+    that its frames, read before, no longer matched, and every try of the pause started again
+    until its deadline. Held here, it has run no line of its own since its frames were read,
+    and its waiter is still in the list (:func:`moved` keeps the checkpoint); the resume does
+    the wait again, whole, as a timeout that had not come. ``Condition.wait`` takes the lock
+    again through ``self._acquire_restore``, looked up on the condition when it wakes: for the
+    block, the condition's own attribute puts a gate before it. A thread notified meanwhile
+    leaves the list before it meets the gate (another's notify: it has work, and the pause
+    tries again). Nothing here blocks the main thread, which never takes these locks."""
+    gate = _thread.allocate_lock()
+    gate.acquire()
+    gated: list[tuple[dict[str, Any], Any]] = []
+    try:
+        for cond in {id(c): c for c in conditions}.values():
+            if type(cond) is not threading.Condition:
+                continue  # a subclass may take its lock again its own way
+            own = vars(cond)
+            restore = cond._acquire_restore  # type: ignore[attr-defined]
+            gated.append((own, own.get("_acquire_restore", _ABSENT)))
+            own["_acquire_restore"] = functools.partial(_through_gate, gate, restore)
+        yield
+    finally:
+        for own, previous in gated:
+            if previous is _ABSENT:
+                own.pop("_acquire_restore", None)
+            else:
+                own["_acquire_restore"] = previous
+        gate.release()  # every thread held back goes on
+
+
+_ABSENT: Final = object()
+
+
+def _through_gate(gate: Any, restore: Callable[[Any], Any], saved_state: Any) -> Any:
+    """A woken waiter's way back into its lock while :func:`_gated` holds it back."""
+    with gate:
+        pass
+    return restore(saved_state)
 
 
 def is_carried(thread: object) -> bool:
@@ -411,8 +487,8 @@ def reduce_thread(thread: threading.Thread) -> Any:
         raise WaitForSafePoint(
             f"thread {thread.name!r} runs its own code ({running}), or waits where no pause "
             "can read it (a lock, a socket, a join); the pause waits until it stands in a "
-            "queue's get or put, an event's wait, a condition's wait or wait_for, or "
-            "time.sleep, and carries it there",
+            "queue's get or put, an event's wait, a semaphore's acquire, a condition's wait "
+            "or wait_for, or time.sleep, and carries it there",
             ready=functools.partial(_in_a_wait, thread.ident),
         )
     return None  # not the program's to carry: refused as any object of the process is
@@ -446,7 +522,7 @@ def start(record: ThreadRecord, entry: Callable[[], Any]) -> None:
     thread = record.thread
     thread.run = functools.partial(_resumed_run, thread, entry)  # type: ignore[method-assign]
     thread.start()
-    if record.wait.func is _wait_again:
+    if record.wait is not None and record.wait.func is _wait_again:
         _until_waiting(thread, record.wait.args[0])
 
 

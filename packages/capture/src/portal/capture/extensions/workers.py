@@ -61,8 +61,8 @@ def _reduce_condition(cond: Any) -> Any:
                     cond,
                     f"thread {thread.name!r} waits on it, and that thread does not travel (its "
                     "work would be lost; a thread travels when a function of the program's "
-                    "waits in a queue's get or put, an event's wait, a condition's wait or "
-                    "wait_for, or time.sleep): make the object that "
+                    "waits in a queue's get or put, an event's wait, a semaphore's acquire, a "
+                    "condition's wait or wait_for, or time.sleep): make the object that "
                     "owns the thread again at the resume, with portal.runtime.remake(obj, "
                     "factory, *args) where obj is made, or end the thread before the pause",
                 )
