@@ -187,6 +187,7 @@ def test_a_blocked_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None
     import time
 
     from portal.capture import threads
+    from portal.capture.sleepers import SleepMark
 
     go, ran, done = threading.Event(), threading.Event(), threading.Event()
 
@@ -205,12 +206,12 @@ def test_a_blocked_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None
     end = time.monotonic() + 30
     while not _blocked(thread) and time.monotonic() < end:
         time.sleep(0.01)
-    before = time.clock_gettime_ns(clock)
+    mark = SleepMark(clock, time.clock_gettime_ns(clock))
     time.sleep(0.2)
-    assert threads._not_run(clock, before)  # blocked all along
+    assert mark.not_run() and mark()  # blocked all along
     go.set()
     assert ran.wait(30)
-    assert not threads._not_run(clock, before)  # woke and ran
+    assert not mark.not_run() and not mark()  # woke and ran (and no gate held it)
     done.set()
     thread.join(30)
 
@@ -310,3 +311,92 @@ def test_only_a_for_loop_over_iter_of_the_wait_is_read_as_one() -> None:
     other.put(None)
     for t in threads_:
         t.join(10)
+
+
+def _standing_in_sleep(thread: object, timeout: float = 10.0) -> object:
+    """The thread's frame once it stands in ``time.sleep`` (polled)."""
+    import sys
+    import time
+
+    from portal.capture import frames, threads
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        frame = sys._current_frames().get(getattr(thread, "ident", None) or 0)
+        if frame is not None and frames.c_call(frame, threads._is_sleep) is not None:
+            return frame
+        time.sleep(0.0003)
+    raise AssertionError("the thread never stood in its sleep")
+
+
+def test_a_sleeper_whose_sleep_ends_is_held_at_its_next_line_until_the_block_ends() -> None:
+    """:func:`portal.capture.sleepers.holding` holds a thread that sleeps 2 ms at a time at the
+    first line after its sleep: it counts nothing while held, its mark says it has run nothing,
+    and it goes on once the block ends (3.11 through a trace function on its own thread state,
+    3.12+ through a monitoring tool of its own)."""
+    import sys
+    import threading
+    import time
+
+    from portal.capture import frames, threads
+    from portal.capture.sleepers import SleepMark, holding, quiet_after
+
+    count = [0]
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            time.sleep(0.002)
+            count[0] += 1
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    clock = threads._cpu_clock(thread.ident)
+    if clock is None:
+        pytest.skip("no per-thread CPU clock on this platform")
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.5)  # as the reader does: the sleeper gets no GIL until held
+    try:
+        frame = _standing_in_sleep(thread)
+        mark = SleepMark(clock, time.clock_gettime_ns(clock))
+        assert quiet_after(frame, frames.c_call_continuation(frame))  # type: ignore[arg-type]
+        with holding([(thread.ident or 0, frame, mark)]):  # type: ignore[list-item]
+            sys.setswitchinterval(interval)
+            before = count[0]
+            time.sleep(0.3)  # 150 of its sleeps
+            assert count[0] == before
+            assert mark.held and mark()
+            assert mark.arrived
+    finally:
+        sys.setswitchinterval(interval)
+    end = time.monotonic() + 10
+    while count[0] < before + 5 and time.monotonic() < end:
+        time.sleep(0.01)
+    assert count[0] >= before + 5  # it went on
+    stop.set()
+    thread.join(10)
+    assert sys.gettrace() is None or sys.version_info >= (3, 12)
+
+
+def test_a_sleep_whose_line_goes_on_is_not_held_after_it() -> None:
+    """``time.sleep(0.002); n += 1`` changes a value before the next line: such a thread is not
+    held after its sleep (its CPU time alone is its mark)."""
+    import threading
+    import time
+
+    from portal.capture import frames
+    from portal.capture.sleepers import quiet_after
+
+    stop = threading.Event()
+    seen = [0]
+
+    def poll() -> None:
+        while not stop.is_set():
+            time.sleep(0.5); seen[0] += 1  # noqa: E702  # fmt: skip
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    frame = _standing_in_sleep(thread)
+    assert not quiet_after(frame, frames.c_call_continuation(frame))  # type: ignore[arg-type]
+    stop.set()
+    thread.join(10)

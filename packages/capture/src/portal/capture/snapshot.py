@@ -46,7 +46,7 @@ from portal.capture.pickler import (
 from portal.capture.problems import Problem, describe_type, where
 from portal.capture.progressive import global_places
 from portal.capture.restoring import ResumedInfo
-from portal.capture.threads import ThreadRecord, carrying, find_threads, moved
+from portal.capture.threads import ThreadRecord, carrying, moved
 from portal.capture.usercode import UserCode
 from portal.core.specs import WaitForSafePoint
 
@@ -468,9 +468,8 @@ def take_snapshot(
         _record(f, chain[i - 1] if i else None, ctx, frame_namespaces) for i, f in enumerate(chain)
     ]
     records.reverse()
-    threads = find_threads(ctx, namespaces, _record)
-    # From the threads' reading on, a carried thread whose wait times out is held back.
-    with carrying(threads):
+    # From the threads' reading on, a carried thread whose wait ends is held back.
+    with carrying(ctx, namespaces, _record) as threads:
         extensions = [
             (ext.name, ext.capture())
             for ext in ctx.extensions

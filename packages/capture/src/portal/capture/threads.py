@@ -40,10 +40,11 @@ carried thread must still stand in its wait once the pickle is done (:func:`move
 checkpoint is dropped and the pause tries again at a later line. A condition's waiter leaves
 its mark in the condition's list of waiters; one whose wait times out meanwhile is held back
 before it leaves the list (:func:`_gated`), so that a poller that wakes more often than the
-state takes to pickle does not make every try start again. A sleep leaves none of its own (a thread that
-slept, ran and slept again looks the same), so the thread's CPU time is its mark: it grows the
-moment the thread wakes (Linux's per-thread CPU clock; where there is none, a sleeping thread
-is one that runs).
+state takes to pickle does not make every try start again. A sleep leaves no mark of its own
+(a thread that slept, ran and slept again looks the same): the thread is held at the first
+line after its sleep (:mod:`portal.capture.sleepers`), and its mark is that it stands there,
+or that its CPU time has not grown since it was read (Linux's per-thread CPU clock; where there
+is none, a sleeping thread is one that runs).
 
 A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
 does not know) cannot be read: its frames change under the reader. Where a value refers to its
@@ -69,6 +70,7 @@ from typing import Any, Final, NamedTuple
 
 from portal.capture import frames as _frames
 from portal.capture.problems import where
+from portal.capture.sleepers import SleepMark, holding, quiet_after
 from portal.core.specs import WaitForSafePoint
 
 #: ``portal.capture.snapshot``'s ``CaptureContext`` and ``FrameRecord``: that module reads
@@ -110,6 +112,8 @@ class CarriedThreads(NamedTuple):
     #: The conditions the carried threads wait on: each holds back a waiter whose wait times
     #: out while the state is pickled (:func:`carrying`).
     conditions: list[threading.Condition]
+    #: The carried sleepers that can be held after their sleep: ident, frame, mark.
+    sleepers: list[tuple[int, FrameType, SleepMark]]
 
 
 def _waits() -> dict[int, Callable[..., Any]]:
@@ -178,6 +182,7 @@ def find_threads(
     busy: dict[int, str] = {}
     marks: list[Callable[[], bool]] = []
     conditions: list[threading.Condition] = []
+    sleepers: list[tuple[int, FrameType, SleepMark]] = []
     current = threading.current_thread()
     waits: dict[int, Callable[..., Any]] | None = None
     condition_wait = threading.Condition.wait.__code__
@@ -211,7 +216,9 @@ def find_threads(
         marks.append(parked.mark)
         if parked.cond is not None:
             conditions.append(parked.cond)
-    return CarriedThreads(records, live, busy, marks, conditions)
+        if parked.sleeping is not None and isinstance(parked.mark, SleepMark):
+            sleepers.append((ident, parked.sleeping, parked.mark))
+    return CarriedThreads(records, live, busy, marks, conditions, sleepers)
 
 
 def moved(found: CarriedThreads) -> str | None:
@@ -256,6 +263,8 @@ class _Parked(NamedTuple):
     #: whole stack, the iterator on top).
     below: int | None = None
     cond: threading.Condition | None = None  # the condition it waits on (:func:`carrying`)
+    #: Its frame in a sleep after which it can be held (:mod:`portal.capture.sleepers`).
+    sleeping: FrameType | None = None
 
 
 def _parked(
@@ -333,7 +342,9 @@ def _asleep(
     chain = _program_chain(innermost, ctx, namespaces)
     if chain is None:
         return None
-    return _Parked(chain, wait, None, functools.partial(_not_run, clock, before), call.below)
+    mark = SleepMark(clock, before)
+    quiet = quiet_after(innermost, _frames.c_call_continuation(innermost))
+    return _Parked(chain, wait, None, mark, call.below, sleeping=innermost if quiet else None)
 
 
 #: ``time.sleep`` as the interpreter made it (a program may put another in its place).
@@ -357,13 +368,6 @@ def _cpu_clock(ident: int | None) -> int | None:
         return int(clock_of(ident))
     except OSError:
         return None
-
-
-def _not_run(clock: int, before: int) -> bool:
-    try:
-        return time.clock_gettime_ns(clock) == before
-    except OSError:
-        return False  # it ended
 
 
 def _program_chain(
@@ -401,18 +405,48 @@ _INTERNAL: frozenset[str] | None = None
 
 
 @contextmanager
-def carrying(found: CarriedThreads) -> Iterator[None]:
-    """From the moment the threads were read until :func:`moved` has said whether the pickle
-    may be kept: these threads travel, those run (:func:`reduce_thread`), and the conditions
-    the carried threads wait on hold back a waiter whose wait times out (:func:`_gated`)."""
-    _CARRIED.update({id(r.thread): r.thread for r in found.records})
-    _BUSY.update(found.busy)
+def carrying(
+    ctx: CaptureContext, namespaces: Mapping[int, str], record: Callable[..., FrameRecord]
+) -> Iterator[CarriedThreads]:
+    """Read the threads (:func:`find_threads`, whose arguments these are) and, until the block
+    ends (:func:`moved` has said whether the pickle may be kept): these threads travel, those
+    run (:func:`reduce_thread`), and a carried thread whose wait ends meanwhile is held back
+    before it runs a line of its own (a condition's waiter by :func:`_gated`, a sleeper by
+    :func:`portal.capture.sleepers.holding`).
+
+    From the first read until both stand, the interpreter switches threads less often
+    (:data:`_READING_S`), once every thread that waited for the GIL has had it: a sleeper whose
+    sleep of a few milliseconds ends while the threads are read then waits for the GIL, having
+    run nothing, and is held at the first line it reaches (otherwise it would run before it
+    could be held, and every try start again). A sleeper's CPU time grows as it wakes, so that
+    alone cannot tell this apart from a thread that ran: where the reading took longer than
+    half that interval, the sleepers are not held, and their CPU time is their mark."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(max(interval, _READING_S))
     try:
-        with _gated(found.conditions):
-            yield
+        if threading.active_count() > 1:
+            time.sleep(_FLUSH_S)  # a thread that waits for the GIL now runs before the reading
+        started = time.monotonic()
+        found = find_threads(ctx, namespaces, record)
+        if time.monotonic() - started > _READING_S / 2:
+            found = found._replace(sleepers=[])  # read too slowly to be sure none ran
+        _CARRIED.update({id(r.thread): r.thread for r in found.records})
+        _BUSY.update(found.busy)
+        with _gated(found.conditions), holding(found.sleepers):
+            sys.setswitchinterval(interval)
+            yield found
     finally:
+        sys.setswitchinterval(interval)
         _CARRIED.clear()
         _BUSY.clear()
+
+
+#: The switch interval while the threads are read and held (see :func:`carrying`): long next
+#: to that reading (milliseconds), short enough that a thread that takes the GIL meanwhile
+#: (the main thread let go of it) keeps it from the reader no longer than this.
+_READING_S: Final = 0.1
+#: How long the GIL is let go before the reading, for the threads that wait for it.
+_FLUSH_S: Final = 0.001
 
 
 @contextmanager

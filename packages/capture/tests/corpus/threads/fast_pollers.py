@@ -24,8 +24,8 @@ class Pollers:
     """Four pollers that each square the items put in their inbox, and a queue drainer."""
 
     def __init__(self) -> None:
-        self.inboxes: list[list[int | None]] = [[] for _ in range(4)]
-        self.outboxes: list[list[tuple[int, int]]] = [[] for _ in range(5)]
+        self.inboxes: list[list[int | None]] = [[] for _ in range(5)]
+        self.outboxes: list[list[tuple[int, int]]] = [[] for _ in range(6)]
         self.stop = threading.Event()
         self.polled: queue.Queue[int] = queue.Queue()
         self.cond = threading.Condition(threading.Lock())
@@ -37,6 +37,7 @@ class Pollers:
             threading.Thread(target=self._by_condition, name="by-condition", daemon=True),
             threading.Thread(target=self._by_semaphore, name="by-semaphore", daemon=True),
             threading.Thread(target=self._drain, name="drainer", daemon=True),
+            threading.Thread(target=self._by_sleep, name="by-sleep", daemon=True),
         ]
         for thread in self.threads:
             thread.start()
@@ -48,7 +49,7 @@ class Pollers:
             if item is None:
                 return False
             handled += 1
-            self.outboxes[which].append((handled, item * item + handled))
+            self.outboxes[which + (which == 4)].append((handled, item * item + handled))
         return True
 
     def _by_event(self) -> None:
@@ -76,6 +77,10 @@ class Pollers:
         for item in iter(self.work.get, None):
             handled += 1
             self.outboxes[4].append((handled, item * 3 + handled))
+
+    def _by_sleep(self) -> None:
+        while self._answer(4, len(self.outboxes[5])):
+            time.sleep(0.002)
 
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 30

@@ -1,0 +1,260 @@
+"""Hold a carried thread that sleeps (``time.sleep(seconds)``) at the first line it reaches once
+its sleep ends, for as long as a checkpoint is being taken.
+
+A thread of the program's carried in a sleep (:mod:`portal.capture.threads`) has its frames
+read before the rest of the state is pickled. A poller that sleeps 2 ms at a time (a monitor
+that logs GPU use every second, with a state that takes seconds to pickle) wakes meanwhile, and
+once it has run a line of its own, what it changed no longer matches the frames read before: the
+checkpoint would be dropped and the pause would try again, for ever. A condition's waiter is
+held back at the end of its wait (:func:`portal.capture.threads._gated`); a sleep has no Python
+frame of its own to hold back in. So the thread is held at the next event the interpreter
+reports for it: on 3.11, through a trace function set on *its* thread state (the C API's
+``_PyEval_SetTrace``, which takes any thread's state; ``sys.settrace`` only sets the calling
+thread's); on 3.12+, through a ``sys.monitoring`` tool of its own, local to the sleeping
+frame's code, whose callback lets every other thread pass.
+
+What the thread runs between its sleep's end and that event is the rest of the sleep's line
+(its ``POP_TOP``, the loop's jump back). So a thread is held only where that rest changes
+nothing (:func:`quiet_after`): a line ``time.sleep(0.05); n += 1`` is not, and such a thread is
+left to the CPU-time mark alone. Held there, it has run nothing of its own since its frames were
+read: its mark (:class:`SleepMark`) says so, and the checkpoint is kept; the resume does the
+sleep again, whole.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ctypes
+import dis
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import CodeType, FrameType
+from typing import Any, Final
+
+__all__ = ["SleepMark", "holding", "quiet_after"]
+
+#: What the rest of a sleep's line may do for the thread to be held after it: nothing the
+#: program could see (the call's result dropped, a jump, the caches between).
+_QUIET: Final = frozenset(
+    dis.opmap[name]
+    for name in (
+        "POP_TOP",
+        "NOP",
+        "CACHE",
+        "JUMP_FORWARD",
+        "JUMP_BACKWARD",
+        "JUMP_BACKWARD_NO_INTERRUPT",
+        "EXTENDED_ARG",
+    )
+    if name in dis.opmap
+)
+
+#: How long the mark gives a thread that has woken to reach the gate (it waits for the GIL).
+_REACH_S: Final = 0.05
+
+
+class SleepMark:
+    """A carried sleeper's mark (:func:`portal.capture.threads.moved`): true while the thread has
+    run nothing of its own since it was read. Its CPU time has not grown (it never woke), or it
+    stands held at the gate (:func:`holding`), where it arrived with nothing run but the quiet
+    rest of its line. A thread that woke and waits for the GIL is given a moment to arrive."""
+
+    __slots__ = ("arrived", "before", "clock", "held")
+
+    def __init__(self, clock: int, before: int) -> None:
+        self.clock = clock
+        self.before = before
+        self.held = False  # a gate stands in its way (:func:`holding`)
+        self.arrived = False  # it stands at that gate
+
+    def not_run(self) -> bool:
+        try:
+            return time.clock_gettime_ns(self.clock) == self.before
+        except OSError:
+            return False  # it ended
+
+    def __call__(self) -> bool:
+        if self.arrived or self.not_run():
+            return True
+        if self.held:
+            end = time.monotonic() + _REACH_S
+            while not self.arrived and time.monotonic() < end:
+                time.sleep(0.001)  # lets go of the GIL, which it waits for
+        return self.arrived
+
+
+def quiet_after(frame: FrameType, continuation: int) -> bool:
+    """Whether everything ``frame``'s code does from ``continuation`` (where it goes on after its
+    sleep) to the end of the sleep's line is in :data:`_QUIET`."""
+    code = frame.f_code
+    raw = code.co_code
+    lines = [position[0] for position in code.co_positions()]
+    here = frame.f_lasti // 2
+    if here >= len(lines) or lines[here] is None:
+        return False
+    line = lines[here]
+    unit = continuation // 2
+    while unit < len(lines) and lines[unit] == line:
+        if raw[2 * unit] not in _QUIET:
+            return False
+        unit += 1
+    return True
+
+
+@contextmanager
+def holding(sleepers: Sequence[tuple[int, FrameType, SleepMark]]) -> Iterator[None]:
+    """For the block: each of ``sleepers`` (its thread's ident, its sleeping frame, its mark) is
+    held at the first event after its sleep ends, until the block ends. Where the interpreter
+    offers no way in, nothing is held (the marks alone tell).
+
+    The caller sees to it that no sleeper has run a line since it was read: one may have woken
+    (its CPU time grows) and wait for the GIL, which the reader kept
+    (:func:`portal.capture.threads.carrying`); it arrives at the gate once it has it."""
+    gate = _thread.allocate_lock()
+    gate.acquire()
+    by_ident = {ident: mark for ident, _, mark in sleepers}
+
+    def arrive() -> None:
+        mark = by_ident.get(threading.get_ident())
+        if mark is None or not mark.held:
+            return
+        mark.arrived = True
+        with gate:
+            pass
+
+    undo: Callable[[], None] = _nothing
+    try:
+        if sys.version_info >= (3, 12):
+            undo = _monitor(sleepers, arrive)
+        else:
+            undo = _trace(sleepers, arrive)
+        yield
+    finally:
+        try:
+            undo()
+        finally:
+            gate.release()  # every thread held goes on
+
+
+def _nothing() -> None:
+    return None
+
+
+# -- 3.12+: a sys.monitoring tool of its own ------------------------------------------------
+
+
+def _monitor(
+    sleepers: Sequence[tuple[int, FrameType, SleepMark]], arrive: Callable[[], None]
+) -> Callable[[], None]:
+    monitoring: Any = getattr(sys, "monitoring", None)
+    tool = next((t for t in (5, 4, 3, 2) if monitoring.get_tool(t) is None), None)
+    if tool is None:
+        return _nothing
+    events = monitoring.events
+    wanted = events.LINE | events.JUMP | events.BRANCH | events.PY_RETURN | events.CALL
+
+    def callback(*_: object) -> Any:
+        arrive()
+        return None
+
+    monitoring.use_tool_id(tool, "portal-held-sleepers")
+    for event in (events.LINE, events.JUMP, events.BRANCH, events.PY_RETURN, events.CALL):
+        monitoring.register_callback(tool, event, callback)
+    codes: dict[int, CodeType] = {}
+    for _, frame, mark in sleepers:
+        mark.held = True
+        codes[id(frame.f_code)] = frame.f_code
+        monitoring.set_local_events(tool, frame.f_code, wanted)
+
+    def undo() -> None:
+        for code in codes.values():
+            monitoring.set_local_events(tool, code, 0)
+        for event in (events.LINE, events.JUMP, events.BRANCH, events.PY_RETURN, events.CALL):
+            monitoring.register_callback(tool, event, None)
+        monitoring.free_tool_id(tool)
+
+    return undo
+
+
+# -- 3.11: a trace function on the sleeping thread's own state -------------------------------
+
+_TRACE_FUNC: Final = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p
+)
+
+
+def _thread_states() -> dict[int, int]:
+    """The address of each thread's state, by the ``id`` of the frame it runs (under the GIL)."""
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Main.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_GetFrame.restype = ctypes.py_object
+    api.PyThreadState_GetFrame.argtypes = [ctypes.c_void_p]
+    found: dict[int, int] = {}
+    state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+    while state:
+        try:
+            frame = api.PyThreadState_GetFrame(state)
+        except ValueError:  # no frame: a thread not running Python
+            frame = None
+        if frame is not None:
+            found[id(frame)] = state
+        state = api.PyThreadState_Next(state)
+    return found
+
+
+def _set_trace(state: int, func: Any, arg: int | None) -> None:
+    api = ctypes.pythonapi
+    api._PyEval_SetTrace.restype = ctypes.c_int
+    api._PyEval_SetTrace.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    api._PyEval_SetTrace(state, func, arg)
+
+
+def _trace(
+    sleepers: Sequence[tuple[int, FrameType, SleepMark]], arrive: Callable[[], None]
+) -> Callable[[], None]:
+    global _ARRIVE
+    if not hasattr(ctypes.pythonapi, "_PyEval_SetTrace") or threading.gettrace() is not None:
+        return _nothing  # threads traced by a tool (coverage, a debugger): theirs, untouched
+    _ARRIVE = arrive
+    states = _thread_states()
+    traced: list[tuple[int, SleepMark]] = []
+    current = sys._current_frames()
+    for ident, frame, mark in sleepers:
+        state = states.get(id(frame)) if current.get(ident) is frame else None
+        if state is not None:
+            mark.held = True
+            _set_trace(state, _TRACED, None)
+            traced.append((state, mark))
+
+    def undo() -> None:
+        alive = set(_thread_states().values())
+        for state, mark in traced:
+            if state in alive and not mark.arrived:
+                _set_trace(state, None, None)
+
+    return undo
+
+
+def _traced(obj: int | None, frame: int | None, what: int, arg: int | None) -> int:
+    """The trace function of a held sleeper's thread (3.11): its first event, once its sleep
+    has ended. It takes itself off, and waits at the gate."""
+    try:
+        api = ctypes.pythonapi
+        api.PyThreadState_Get.restype = ctypes.c_void_p
+        _set_trace(api.PyThreadState_Get(), None, None)
+        _ARRIVE()
+    except BaseException:  # nothing may escape into the interpreter
+        pass
+    return 0
+
+
+_ARRIVE: Callable[[], None] = _nothing
+#: Made once, and kept for the life of the process: a thread may still be inside it.
+_TRACED: Final = _TRACE_FUNC(_traced)
