@@ -400,3 +400,34 @@ def test_a_sleep_whose_line_goes_on_is_not_held_after_it() -> None:
     assert not quiet_after(frame, frames.c_call_continuation(frame))  # type: ignore[arg-type]
     stop.set()
     thread.join(10)
+
+
+def test_portal_s_own_threads_are_not_among_the_program_s() -> None:
+    """:class:`portal.capture.unseen.UnseenThread` (the runtime's control thread, a rank's
+    threads, a periodic checkpoint's writer) runs, is not listed by ``threading.enumerate()``,
+    and can be waited for."""
+    import threading
+
+    from portal.capture.unseen import UnseenThread
+
+    go, started, seen = threading.Event(), threading.Event(), []
+    idents: list[int] = []
+    before = threading.active_count()
+
+    def work(n: int) -> None:
+        idents.append(threading.get_ident())
+        started.set()
+        go.wait(30)
+        seen.append(n)
+
+    thread = UnseenThread(work, 7)
+    assert started.wait(30)
+    assert thread.is_alive()
+    assert not thread.join(0.05)  # still waiting
+    assert threading.active_count() == before
+    assert idents[0] not in {t.ident for t in threading.enumerate()}
+    go.set()
+    assert thread.join(30) and not thread.is_alive()
+    assert thread.join()  # once ended, at once
+    assert seen == [7]
+    assert threading.active_count() == before

@@ -44,6 +44,7 @@ from portal.capture.snapshot import (
     outermost_obstacle,
     take_snapshot,
 )
+from portal.capture.unseen import UnseenThread
 from portal.core.errors import PortalError
 from portal.runtime.protocol import (
     EXIT_PAUSED,
@@ -707,9 +708,7 @@ class Engine:
         )
         if held is None:
             return taken
-        threading.Thread(
-            target=self._write_held, args=(held, target, taken), name="portal-periodic", daemon=True
-        ).start()
+        UnseenThread(self._write_held, held, target, taken)  # not among the program's threads
         return None
 
     def _group_checkpoint(

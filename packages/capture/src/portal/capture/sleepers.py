@@ -113,6 +113,9 @@ def holding(sleepers: Sequence[tuple[int, FrameType, SleepMark]]) -> Iterator[No
     The caller sees to it that no sleeper has run a line since it was read: one may have woken
     (its CPU time grows) and wait for the GIL, which the reader kept
     (:func:`portal.capture.threads.carrying`); it arrives at the gate once it has it."""
+    if not sleepers:
+        yield
+        return
     gate = _thread.allocate_lock()
     gate.acquire()
     by_ident = {ident: mark for ident, _, mark in sleepers}
@@ -186,34 +189,35 @@ _TRACE_FUNC: Final = ctypes.CFUNCTYPE(
 )
 
 
+def _api(name: str, restype: Any, *argtypes: Any) -> Any:
+    """A C API function of the interpreter's, typed here (``ctypes.pythonapi``'s own objects are
+    shared with every other user of it: their types are not set here)."""
+    return ctypes.PYFUNCTYPE(restype, *argtypes)((name, ctypes.pythonapi))
+
+
 def _thread_states() -> dict[int, int]:
     """The address of each thread's state, by the ``id`` of the frame it runs (under the GIL)."""
-    api = ctypes.pythonapi
-    api.PyInterpreterState_Main.restype = ctypes.c_void_p
-    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
-    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
-    api.PyThreadState_Next.restype = ctypes.c_void_p
-    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
-    api.PyThreadState_GetFrame.restype = ctypes.py_object
-    api.PyThreadState_GetFrame.argtypes = [ctypes.c_void_p]
+    main = _api("PyInterpreterState_Main", ctypes.c_void_p)
+    head = _api("PyInterpreterState_ThreadHead", ctypes.c_void_p, ctypes.c_void_p)
+    following = _api("PyThreadState_Next", ctypes.c_void_p, ctypes.c_void_p)
+    frame_of = _api("PyThreadState_GetFrame", ctypes.py_object, ctypes.c_void_p)
     found: dict[int, int] = {}
-    state = api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Main())
+    state = head(main())
     while state:
         try:
-            frame = api.PyThreadState_GetFrame(state)
+            frame = frame_of(state)
         except ValueError:  # no frame: a thread not running Python
             frame = None
         if frame is not None:
             found[id(frame)] = state
-        state = api.PyThreadState_Next(state)
+        state = following(state)
     return found
 
 
 def _set_trace(state: int, func: Any, arg: int | None) -> None:
-    api = ctypes.pythonapi
-    api._PyEval_SetTrace.restype = ctypes.c_int
-    api._PyEval_SetTrace.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    api._PyEval_SetTrace(state, func, arg)
+    _api("_PyEval_SetTrace", ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+        state, func, arg
+    )
 
 
 def _trace(
@@ -246,9 +250,7 @@ def _traced(obj: int | None, frame: int | None, what: int, arg: int | None) -> i
     """The trace function of a held sleeper's thread (3.11): its first event, once its sleep
     has ended. It takes itself off, and waits at the gate."""
     try:
-        api = ctypes.pythonapi
-        api.PyThreadState_Get.restype = ctypes.c_void_p
-        _set_trace(api.PyThreadState_Get(), None, None)
+        _set_trace(_api("PyThreadState_Get", ctypes.c_void_p)(), None, None)
         _ARRIVE()
     except BaseException:  # nothing may escape into the interpreter
         pass

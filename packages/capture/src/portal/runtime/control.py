@@ -32,7 +32,6 @@ it blocks in ``select`` (no cost while idle). The socket file is removed when th
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import fcntl
 import os
@@ -49,6 +48,7 @@ import msgspec
 
 from portal.capture.notes import restore_notes
 from portal.capture.restoring import register_live
+from portal.capture.unseen import UnseenThread
 from portal.runtime.protocol import (
     Cancel,
     Checkpoint,
@@ -120,11 +120,9 @@ class ControlChannel:
         self._engine = engine
         register_live(self)  # its SIGIO handler, held by the program's state, finds it
         self._previous_sigio = signal.signal(signal.SIGIO, self._on_sigio)
-        # A bare thread, not a ``threading.Thread``: the program's ``threading.enumerate()``
-        # and ``active_count()`` see its own threads only, as in a plain run (a script that
-        # logs or checks them would print otherwise). It runs until the process exits, like a
-        # daemon thread, and nothing in it asks ``threading.current_thread()``.
-        _thread.start_new_thread(self._serve, ())
+        # Not among the program's threads (``threading.enumerate()``), as in a plain run; it
+        # runs until the process exits, like a daemon thread.
+        UnseenThread(self._serve)
 
     def send(self, event: Any) -> None:
         """Send ``event`` (a msgspec struct) to every connected client (any thread)."""

@@ -46,6 +46,7 @@ from portal.capture.distributed import groups as group_log
 from portal.capture.distributed.ballot import NOT_MEMBER, Ballot, Count, agree
 from portal.capture.distributed.ddp import DistributedUnsupportedError
 from portal.capture.distributed.record import RankRecord
+from portal.capture.unseen import UnseenThread
 from portal.core.specs import CaptureExtensionSpec
 
 __all__ = [
@@ -182,7 +183,7 @@ class RankSession:
         self.address = address  # where its threads connect, each with a connection of its own
         #: Where this rank writes its part (the engine's checkpoint path, set by the runtime).
         self.part_path = ""
-        self._threads: list[threading.Thread] = []
+        self._threads: list[UnseenThread] = []
         self.rank = rank
         self.world_size = world_size
         self._torch = sys.modules["torch"]
@@ -252,13 +253,8 @@ class RankSession:
     def start(self, engine: Any) -> None:
         """Hand the launcher's requests to ``engine``; publish counts while a pause is due."""
         self._engine = engine
-        for target, name in (
-            (self._watch, "portal-rank-requests"),
-            (self._publish, "portal-rank-counts"),
-        ):
-            thread = threading.Thread(target=target, name=name, daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        # Threads the program does not see among its own (:mod:`portal.capture.unseen`).
+        self._threads.extend(UnseenThread(target) for target in (self._watch, self._publish))
         self.store.set(armed_key(self.rank), "1")  # the launcher answers the node from now on
 
     def _watch(self) -> None:
