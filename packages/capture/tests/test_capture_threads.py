@@ -187,7 +187,7 @@ def test_a_blocked_thread_s_cpu_time_is_its_mark_that_it_has_not_woken() -> None
     import time
 
     from portal.capture import threads
-    from portal.capture.sleepers import SleepMark
+    from portal.capture.holdback import SleepMark
 
     go, ran, done = threading.Event(), threading.Event(), threading.Event()
 
@@ -227,13 +227,14 @@ def _blocked(thread: object) -> bool:
 
 @pytest.mark.parametrize("lock", ["Lock", "RLock"])
 def test_a_poller_whose_wait_times_out_is_held_back_until_the_pickle_is_done(lock: str) -> None:
-    """While :func:`portal.capture.threads._gated` holds a condition, a thread whose timed wait
-    on it ends runs none of its own lines and stays in the list of waiters (the checkpoint is
-    kept); once the block ends it goes on, and the condition takes its lock again as before."""
+    """While :func:`portal.capture.holdback.conditions_held` holds a condition, a thread whose
+    timed wait on it ends runs none of its own lines and stays in the list of waiters (the
+    checkpoint is kept); once the block ends it goes on, and the condition takes its lock again
+    as before."""
     import threading
     import time
 
-    from portal.capture import threads
+    from portal.capture import holdback, threads
 
     cond = threading.Condition(getattr(threading, lock)())
     had = vars(cond).get("_acquire_restore")
@@ -251,7 +252,7 @@ def test_a_poller_whose_wait_times_out_is_held_back_until_the_pickle_is_done(loc
     end = time.monotonic() + 10
     while not cond._waiters and time.monotonic() < end:  # type: ignore[attr-defined]
         time.sleep(0.0005)
-    with threads._gated([cond]):
+    with holdback.conditions_held([cond]):
         waiter = cond._waiters[0]  # type: ignore[attr-defined]
         before = len(looks)
         time.sleep(0.3)  # 150 of its timeouts
@@ -330,8 +331,8 @@ def _standing_in_sleep(thread: object, timeout: float = 10.0) -> object:
 
 
 def test_a_sleeper_whose_sleep_ends_is_held_at_its_next_line_until_the_block_ends() -> None:
-    """:func:`portal.capture.sleepers.holding` holds a thread that sleeps 2 ms at a time at the
-    first line after its sleep: it counts nothing while held, its mark says it has run nothing,
+    """:func:`portal.capture.holdback.sleepers_held` holds a thread that sleeps 2 ms at a time at
+    the first line after its sleep: it counts nothing while held, its mark says it has run nothing,
     and it goes on once the block ends (3.11 through a trace function on its own thread state,
     3.12+ through a monitoring tool of its own)."""
     import sys
@@ -339,7 +340,7 @@ def test_a_sleeper_whose_sleep_ends_is_held_at_its_next_line_until_the_block_end
     import time
 
     from portal.capture import frames, threads
-    from portal.capture.sleepers import SleepMark, holding, quiet_after
+    from portal.capture.holdback import SleepMark, quiet_after, sleepers_held
 
     count = [0]
     stop = threading.Event()
@@ -360,7 +361,7 @@ def test_a_sleeper_whose_sleep_ends_is_held_at_its_next_line_until_the_block_end
         frame = _standing_in_sleep(thread)
         mark = SleepMark(clock, time.clock_gettime_ns(clock))
         assert quiet_after(frame, frames.c_call_continuation(frame))  # type: ignore[arg-type]
-        with holding([(thread.ident or 0, frame, mark)]):  # type: ignore[list-item]
+        with sleepers_held([(thread.ident or 0, frame, mark)]):  # type: ignore[list-item]
             sys.setswitchinterval(interval)
             before = count[0]
             time.sleep(0.3)  # 150 of its sleeps
@@ -385,7 +386,7 @@ def test_a_sleep_whose_line_goes_on_is_not_held_after_it() -> None:
     import time
 
     from portal.capture import frames
-    from portal.capture.sleepers import quiet_after
+    from portal.capture.holdback import quiet_after
 
     stop = threading.Event()
     seen = [0]

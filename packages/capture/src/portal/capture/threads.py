@@ -39,10 +39,10 @@ notify) runs on, and what it changes would be pickled after its frames were read
 carried thread must still stand in its wait once the pickle is done (:func:`moved`), or the
 checkpoint is dropped and the pause tries again at a later line. A condition's waiter leaves
 its mark in the condition's list of waiters; one whose wait times out meanwhile is held back
-before it leaves the list (:func:`_gated`), so that a poller that wakes more often than the
+before it leaves the list (:func:`portal.capture.holdback.conditions_held`), so that a poller that wakes more often than the
 state takes to pickle does not make every try start again. A sleep leaves no mark of its own
 (a thread that slept, ran and slept again looks the same): the thread is held at the first
-line after its sleep (:mod:`portal.capture.sleepers`), and its mark is that it stands there,
+line after its sleep (:mod:`portal.capture.holdback`), and its mark is that it stands there,
 or that its CPU time has not grown since it was read (Linux's per-thread CPU clock; where there
 is none, a sleeping thread is one that runs).
 
@@ -58,19 +58,18 @@ The rebuild function's name is part of the checkpoint format: do not rename it.
 
 from __future__ import annotations
 
-import _thread
 import functools
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import Any, Final, NamedTuple
 
 from portal.capture import frames as _frames
+from portal.capture.holdback import SleepMark, conditions_held, quiet_after, sleepers_held
 from portal.capture.problems import where
-from portal.capture.sleepers import SleepMark, holding, quiet_after
 from portal.core.specs import WaitForSafePoint
 
 #: ``portal.capture.snapshot``'s ``CaptureContext`` and ``FrameRecord``: that module reads
@@ -263,7 +262,7 @@ class _Parked(NamedTuple):
     #: whole stack, the iterator on top).
     below: int | None = None
     cond: threading.Condition | None = None  # the condition it waits on (:func:`carrying`)
-    #: Its frame in a sleep after which it can be held (:mod:`portal.capture.sleepers`).
+    #: Its frame in a sleep after which it can be held (:mod:`portal.capture.holdback`).
     sleeping: FrameType | None = None
 
 
@@ -411,8 +410,8 @@ def carrying(
     """Read the threads (:func:`find_threads`, whose arguments these are) and, until the block
     ends (:func:`moved` has said whether the pickle may be kept): these threads travel, those
     run (:func:`reduce_thread`), and a carried thread whose wait ends meanwhile is held back
-    before it runs a line of its own (a condition's waiter by :func:`_gated`, a sleeper by
-    :func:`portal.capture.sleepers.holding`).
+    before it runs a line of its own (a condition's waiter by :func:`portal.capture.holdback.conditions_held`, a sleeper by
+    :func:`portal.capture.holdback.sleepers_held`).
 
     From the first read until both stand, the interpreter switches threads less often
     (:data:`_READING_S`), once every thread that waited for the GIL has had it: a sleeper whose
@@ -432,7 +431,7 @@ def carrying(
             found = found._replace(sleepers=[])  # read too slowly to be sure none ran
         _CARRIED.update({id(r.thread): r.thread for r in found.records})
         _BUSY.update(found.busy)
-        with _gated(found.conditions), holding(found.sleepers):
+        with conditions_held(found.conditions), sleepers_held(found.sleepers):
             sys.setswitchinterval(interval)
             yield found
     finally:
@@ -447,52 +446,6 @@ def carrying(
 _READING_S: Final = 0.1
 #: How long the GIL is let go before the reading, for the threads that wait for it.
 _FLUSH_S: Final = 0.001
-
-
-@contextmanager
-def _gated(conditions: Iterable[threading.Condition]) -> Iterator[None]:
-    """Hold back, until the block ends, each thread whose wait on one of ``conditions`` times
-    out meanwhile, before it takes the lock again and leaves the list of waiters.
-
-    A poller that waits 20 ms at a time (``stop.wait(0.02)``, ``q.get(timeout=0.02)``) would
-    otherwise wake and run while a state that takes longer than that to pickle is pickled, so
-    that its frames, read before, no longer matched, and every try of the pause started again
-    until its deadline. Held here, it has run no line of its own since its frames were read,
-    and its waiter is still in the list (:func:`moved` keeps the checkpoint); the resume does
-    the wait again, whole, as a timeout that had not come. ``Condition.wait`` takes the lock
-    again through ``self._acquire_restore``, looked up on the condition when it wakes: for the
-    block, the condition's own attribute puts a gate before it. A thread notified meanwhile
-    leaves the list before it meets the gate (another's notify: it has work, and the pause
-    tries again). Nothing here blocks the main thread, which never takes these locks."""
-    gate = _thread.allocate_lock()
-    gate.acquire()
-    gated: list[tuple[dict[str, Any], Any]] = []
-    try:
-        for cond in {id(c): c for c in conditions}.values():
-            if type(cond) is not threading.Condition:
-                continue  # a subclass may take its lock again its own way
-            own = vars(cond)
-            restore = cond._acquire_restore  # type: ignore[attr-defined]
-            gated.append((own, own.get("_acquire_restore", _ABSENT)))
-            own["_acquire_restore"] = functools.partial(_through_gate, gate, restore)
-        yield
-    finally:
-        for own, previous in gated:
-            if previous is _ABSENT:
-                own.pop("_acquire_restore", None)
-            else:
-                own["_acquire_restore"] = previous
-        gate.release()  # every thread held back goes on
-
-
-_ABSENT: Final = object()
-
-
-def _through_gate(gate: Any, restore: Callable[[Any], Any], saved_state: Any) -> Any:
-    """A woken waiter's way back into its lock while :func:`_gated` holds it back."""
-    with gate:
-        pass
-    return restore(saved_state)
 
 
 def is_carried(thread: object) -> bool:

@@ -1,24 +1,27 @@
-"""Hold a carried thread that sleeps (``time.sleep(seconds)``) at the first line it reaches once
-its sleep ends, for as long as a checkpoint is being taken.
+"""Hold back a carried thread of the program's whose wait ends while a checkpoint is taken,
+before it runs a line of its own, until the checkpoint is taken.
 
-A thread of the program's carried in a sleep (:mod:`portal.capture.threads`) has its frames
-read before the rest of the state is pickled. A poller that sleeps 2 ms at a time (a monitor
-that logs GPU use every second, with a state that takes seconds to pickle) wakes meanwhile, and
-once it has run a line of its own, what it changed no longer matches the frames read before: the
-checkpoint would be dropped and the pause would try again, for ever. A condition's waiter is
-held back at the end of its wait (:func:`portal.capture.threads._gated`); a sleep has no Python
-frame of its own to hold back in. So the thread is held at the next event the interpreter
-reports for it: on 3.11, through a trace function set on *its* thread state (the C API's
-``_PyEval_SetTrace``, which takes any thread's state; ``sys.settrace`` only sets the calling
-thread's); on 3.12+, through a ``sys.monitoring`` tool of its own, local to the sleeping
-frame's code, whose callback lets every other thread pass.
+A thread carried in its wait (:mod:`portal.capture.threads`) has its frames read before the
+rest of the state is pickled. A poller that waits 2 ms at a time (``stop.wait(0.002)``,
+``q.get(timeout=...)``, ``time.sleep(1)`` in a monitor that logs GPU use, beside a state that
+takes seconds to pickle) wakes meanwhile, and once it has run a line of its own, what it
+changed no longer matches the frames read before: the checkpoint would be dropped and the
+pause would try again, for ever. So it is held where its wait ends; its mark (what
+:func:`portal.capture.threads.moved` asks) still says it waits, and the resume does the wait
+again, whole, as one whose end had not come.
 
-What the thread runs between its sleep's end and that event is the rest of the sleep's line
-(its ``POP_TOP``, the loop's jump back). So a thread is held only where that rest changes
-nothing (:func:`quiet_after`): a line ``time.sleep(0.05); n += 1`` is not, and such a thread is
-left to the CPU-time mark alone. Held there, it has run nothing of its own since its frames were
-read: its mark (:class:`SleepMark`) says so, and the checkpoint is kept; the resume does the
-sleep again, whole.
+* A condition's waiter (a queue's, an event's, a semaphore's, a condition's own) is held at the
+  end of ``Condition.wait``, before it takes the lock again and leaves the list of waiters
+  (:func:`conditions_held`).
+* A sleep has no Python frame of its own to be held in. The thread is held at the next event
+  the interpreter reports for it (:func:`sleepers_held`): on 3.11, through a trace function set
+  on *its* thread state (the C API's ``_PyEval_SetTrace``, which takes any thread's state;
+  ``sys.settrace`` only sets the calling thread's); on 3.12+, through a ``sys.monitoring`` tool
+  of its own, local to the sleeping frame's code, whose callback lets every other thread pass.
+  What the thread runs between its sleep's end and that event is the rest of the sleep's line
+  (its ``POP_TOP``, the loop's jump back). So a thread is held only where that rest changes
+  nothing (:func:`quiet_after`): a line ``time.sleep(0.05); n += 1`` is not, and such a thread
+  is left to the CPU-time mark alone (:class:`SleepMark`).
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from __future__ import annotations
 import _thread
 import ctypes
 import dis
+import functools
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import CodeType, FrameType
 from typing import Any, Final
 
-__all__ = ["SleepMark", "holding", "quiet_after"]
+__all__ = ["SleepMark", "conditions_held", "quiet_after", "sleepers_held"]
 
 #: What the rest of a sleep's line may do for the thread to be held after it: nothing the
 #: program could see (the call's result dropped, a jump, the caches between).
@@ -59,7 +63,7 @@ _REACH_S: Final = 0.05
 class SleepMark:
     """A carried sleeper's mark (:func:`portal.capture.threads.moved`): true while the thread has
     run nothing of its own since it was read. Its CPU time has not grown (it never woke), or it
-    stands held at the gate (:func:`holding`), where it arrived with nothing run but the quiet
+    stands held at the gate (:func:`sleepers_held`), where it arrived with nothing run but the quiet
     rest of its line. A thread that woke and waits for the GIL is given a moment to arrive."""
 
     __slots__ = ("arrived", "before", "clock", "held")
@@ -67,7 +71,7 @@ class SleepMark:
     def __init__(self, clock: int, before: int) -> None:
         self.clock = clock
         self.before = before
-        self.held = False  # a gate stands in its way (:func:`holding`)
+        self.held = False  # a gate stands in its way (:func:`sleepers_held`)
         self.arrived = False  # it stands at that gate
 
     def not_run(self) -> bool:
@@ -105,7 +109,53 @@ def quiet_after(frame: FrameType, continuation: int) -> bool:
 
 
 @contextmanager
-def holding(sleepers: Sequence[tuple[int, FrameType, SleepMark]]) -> Iterator[None]:
+def conditions_held(conditions: Iterable[threading.Condition]) -> Iterator[None]:
+    """Hold back, until the block ends, each thread whose wait on one of ``conditions`` times
+    out meanwhile, before it takes the lock again and leaves the list of waiters.
+
+    A poller that waits 20 ms at a time (``stop.wait(0.02)``, ``q.get(timeout=0.02)``) would
+    otherwise wake and run while a state that takes longer than that to pickle is pickled, so
+    that its frames, read before, no longer matched, and every try of the pause started again
+    until its deadline. Held here, it has run no line of its own since its frames were read,
+    and its waiter is still in the list (:func:`portal.capture.threads.moved` keeps the checkpoint); the resume does
+    the wait again, whole, as a timeout that had not come. ``Condition.wait`` takes the lock
+    again through ``self._acquire_restore``, looked up on the condition when it wakes: for the
+    block, the condition's own attribute puts a gate before it. A thread notified meanwhile
+    leaves the list before it meets the gate (another's notify: it has work, and the pause
+    tries again). Nothing here blocks the main thread, which never takes these locks."""
+    gate = _thread.allocate_lock()
+    gate.acquire()
+    gated: list[tuple[dict[str, Any], Any]] = []
+    try:
+        for cond in {id(c): c for c in conditions}.values():
+            if type(cond) is not threading.Condition:
+                continue  # a subclass may take its lock again its own way
+            own = vars(cond)
+            restore = cond._acquire_restore  # type: ignore[attr-defined]
+            gated.append((own, own.get("_acquire_restore", _ABSENT)))
+            own["_acquire_restore"] = functools.partial(_through_gate, gate, restore)
+        yield
+    finally:
+        for own, previous in gated:
+            if previous is _ABSENT:
+                own.pop("_acquire_restore", None)
+            else:
+                own["_acquire_restore"] = previous
+        gate.release()  # every thread held back goes on
+
+
+_ABSENT: Final = object()
+
+
+def _through_gate(gate: Any, restore: Callable[[Any], Any], saved_state: Any) -> Any:
+    """A woken waiter's way back into its lock while :func:`conditions_held` holds it back."""
+    with gate:
+        pass
+    return restore(saved_state)
+
+
+@contextmanager
+def sleepers_held(sleepers: Sequence[tuple[int, FrameType, SleepMark]]) -> Iterator[None]:
     """For the block: each of ``sleepers`` (its thread's ident, its sleeping frame, its mark) is
     held at the first event after its sleep ends, until the block ends. Where the interpreter
     offers no way in, nothing is held (the marks alone tell).
