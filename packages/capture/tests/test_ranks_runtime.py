@@ -567,3 +567,72 @@ def test_ranks_on_a_gpu_pause_and_resume_bit_for_bit(tmp_path: Path) -> None:
     assert resumed.wait(timeout=180) == 0, _err(tmp_path, "second")
     assert first.read_bytes() + second.read_bytes() == plain_stdout.read_bytes()
     assert _results(out, 2) == _results(plain_out, 2)
+
+
+def _rank_pids(launcher: int) -> dict[int, int]:
+    """Each rank's pid, by its ``RANK``."""
+    found = {}
+    for pid in _children(launcher):
+        with contextlib.suppress(OSError):
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            rank = next(v for v in env if v.startswith(b"RANK=")).split(b"=", 1)[1]
+            found[int(rank)] = pid
+    return found
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
+
+
+def test_a_rank_killed_after_the_set_is_committed_leaves_the_job_paused(
+    tmp_path: Path, plain: Callable[[int, str], Reference]
+) -> None:
+    """The launcher answers ``go`` once the set holding every part is committed; a rank killed
+    before it exits 75 (here: stopped once its part is in, killed once ``go`` is answered)
+    takes nothing with it: the launcher exits 75 and the set resumes identical. Before, the
+    launcher took the kill for a rank's failure, and the job for failed."""
+    from portal.capture.distributed.rank import GO_PAUSE, PREFIX, STORE_ENV, connect
+
+    expected_out, expected = plain(2, "0")
+    out, ck = tmp_path / "out", tmp_path / "job.portal"
+    outputs: list[Path] = []
+    command = _runtime("run", "--nproc-per-node", "2", "--checkpoint", str(ck), *_args(out, "0"))
+    for attempt in range(4):  # a rank that exits before it is stopped leaves no moment: again
+        outputs.append(tmp_path / f"part{attempt}.txt")
+        proc = _start(tmp_path, command, outputs[-1])
+        _when_lines(proc, outputs[-1], 3)
+        ranks = _rank_pids(proc.pid)
+        assert sorted(ranks) == [0, 1], ranks
+        environ = Path(f"/proc/{ranks[0]}/environ").read_bytes().split(b"\0")
+        address = next(v for v in environ if v.startswith(f"{STORE_ENV}=".encode()))
+        store = connect(address.split(b"=", 1)[1].decode())
+        proc.send_signal(signal.SIGTERM)
+        end = time.monotonic() + 120
+        while not store.check([f"{PREFIX}part/0/1"]):
+            assert proc.poll() is None and time.monotonic() < end, _err(tmp_path, outputs[-1].stem)
+            time.sleep(0.0005)
+        os.kill(ranks[1], signal.SIGSTOP)
+        while not store.check([f"{PREFIX}outcome/0"]):
+            assert time.monotonic() < end, _err(tmp_path, outputs[-1].stem)
+            time.sleep(0.005)
+        assert bytes(store.get(f"{PREFIX}outcome/0")) == GO_PAUSE
+        caught = _state(ranks[1]) == "T"  # stopped alive, after its part and the go
+        os.kill(ranks[1], signal.SIGKILL)
+        del store
+        assert proc.wait(timeout=120) == 75, _err(tmp_path, outputs[-1].stem)
+        if caught:
+            assert "rank 1 ended with status -9 after the checkpoint set was committed" in _err(
+                tmp_path, outputs[-1].stem
+            )
+            break
+        command = _runtime("resume", str(ck))
+    else:
+        pytest.fail("rank 1 exited before it could be stopped, four times")
+    last = tmp_path / "last.txt"
+    again = _start(tmp_path, _runtime("resume", str(ck)), last)
+    assert again.wait(timeout=180) == 0, _err(tmp_path, "last")
+    assert b"".join(p.read_bytes() for p in [*outputs, last]) == expected_out
+    assert _results(out, 2) == expected

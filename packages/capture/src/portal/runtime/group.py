@@ -16,7 +16,9 @@ single runtime does, and exits 75 once the job is paused, its checkpoint written
   instead (the first answer wins): every rank runs on, the earlier set stays in force;
 - a rank that ends otherwise (a crash, a kill) ends the job as torchrun would: the other ranks
   are stopped (their peer is gone, their next collective would hang) and the launcher exits
-  with the rank's status. A set being committed then is never written.
+  with the rank's status. A set being committed then is never written. Once the set is
+  committed (the launcher answered ``go``), a rank that ends otherwise (killed on its way out)
+  takes nothing with it: its part is in the set, and the job is paused.
 
 Resuming (``python -m portal.runtime resume SET``) starts N ranks again, each from its part.
 """
@@ -144,6 +146,7 @@ class _Launcher:
         self._lock = threading.RLock()
         self._round = 0
         self._paused: Paused | None = None
+        self._named_after_commit: set[int] = set()
         self._pending_sent = False
         self._abandoned_sent = False
         self._periodic: Path | None = None  # where a periodic set goes, while one is wanted
@@ -463,11 +466,17 @@ class _Launcher:
                     idle = 0
                     self._commit_step()
                 codes = [child.poll() for child in self.children]
-                failed = [
-                    (rank, code)
-                    for rank, code in enumerate(codes)
-                    if code not in (None, 0) and not (code == EXIT_PAUSED and self._paused)
-                ]
+                if self._paused is not None:
+                    # The set is committed: it holds every rank's part, and each rank was told
+                    # to exit 75. One that ends otherwise now (killed on its way out) takes
+                    # nothing with it: the job is paused once every rank has ended.
+                    self._after_commit(codes)
+                    if all(code is not None for code in codes):
+                        self._send(self._paused)
+                        return EXIT_PAUSED
+                    time.sleep(_POLL_S)
+                    continue
+                failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
                 if failed:
                     rank, code = failed[0]
                     with contextlib.suppress(Exception):
@@ -481,9 +490,6 @@ class _Launcher:
                     )
                     return int(code or 1)
                 if all(code is not None for code in codes):
-                    if self._paused is not None and all(c == EXIT_PAUSED for c in codes):
-                        self._send(self._paused)
-                        return EXIT_PAUSED
                     return 0
                 time.sleep(_POLL_S)
         finally:
@@ -491,6 +497,19 @@ class _Launcher:
             self._stop_ranks()  # none is left running when the launcher goes, whatever ended it
             if self._forwarder.is_alive():
                 self._forwarder.join()
+
+    def _after_commit(self, codes: list[int | None]) -> None:
+        """Name, once, each rank that ended with another status than 75 after the set was
+        committed (its part is in the set, whole)."""
+        for rank, code in enumerate(codes):
+            if code not in (None, EXIT_PAUSED) and rank not in self._named_after_commit:
+                self._named_after_commit.add(rank)
+                print(
+                    f"portal: rank {rank} ended with status {code} after the checkpoint set was "
+                    "committed; its part is in the set, and the job is paused",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def close(self) -> None:
         self._stop.set()
