@@ -139,8 +139,9 @@ def forwarded_call_depth(callee: FrameType, caller: FrameType) -> int | None:
     """For a call through C that only forwards a call: ``caller`` waits at ``CALL_FUNCTION_EX``
     (``f(*args, **kwargs)``) whose callable is ``callee``'s function or a method bound to it, or
     at a plain call of a ``functools.partial`` of it, and the interpreter entered ``callee`` from
-    that instruction through C that holds no state of its own. The depth of ``caller``'s value stack below the call's operands
-    (the stack it continues with, the return value on top), or None for any other call.
+    that instruction through C that holds no state of its own. The depth of ``caller``'s value
+    stack below the call's operands (the stack it continues with, the return value on top), or
+    None for any other call.
 
     3.11 makes every ``f(*args)`` such a call, 3.12 and 3.13 ``obj.method(*args)``; inside one,
     a frame's stack pointer is not saved, so the depth comes from the bytecode

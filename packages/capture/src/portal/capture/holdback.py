@@ -117,8 +117,8 @@ def conditions_held(conditions: Iterable[threading.Condition]) -> Iterator[None]
     otherwise wake and run while a state that takes longer than that to pickle is pickled, so
     that its frames, read before, no longer matched, and every try of the pause started again
     until its deadline. Held here, it has run no line of its own since its frames were read,
-    and its waiter is still in the list (:func:`portal.capture.threads.moved` keeps the checkpoint); the resume does
-    the wait again, whole, as a timeout that had not come. ``Condition.wait`` takes the lock
+    and its waiter is still in the list (the checkpoint is kept); the resume does the wait
+    again, whole, as a timeout that had not come. ``Condition.wait`` takes the lock
     again through ``self._acquire_restore``, looked up on the condition when it wakes: for the
     block, the condition's own attribute puts a gate before it. A thread notified meanwhile
     leaves the list before it meets the gate (another's notify: it has work, and the pause

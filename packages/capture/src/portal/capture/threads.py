@@ -39,12 +39,12 @@ notify) runs on, and what it changes would be pickled after its frames were read
 carried thread must still stand in its wait once the pickle is done (:func:`moved`), or the
 checkpoint is dropped and the pause tries again at a later line. A condition's waiter leaves
 its mark in the condition's list of waiters; one whose wait times out meanwhile is held back
-before it leaves the list (:func:`portal.capture.holdback.conditions_held`), so that a poller that wakes more often than the
-state takes to pickle does not make every try start again. A sleep leaves no mark of its own
-(a thread that slept, ran and slept again looks the same): the thread is held at the first
-line after its sleep (:mod:`portal.capture.holdback`), and its mark is that it stands there,
-or that its CPU time has not grown since it was read (Linux's per-thread CPU clock; where there
-is none, a sleeping thread is one that runs).
+before it leaves the list (:mod:`portal.capture.holdback`), so that a poller that wakes more
+often than the state takes to pickle does not make every try start again. A sleep leaves no
+mark of its own (a thread that slept, ran and slept again looks the same): the thread is held
+at the first line after its sleep, and its mark is that it stands there, or that its CPU time
+has not grown since it was read (Linux's per-thread CPU clock; where there is none, a sleeping
+thread is one that runs).
 
 A thread of the program's that is *not* parked (it runs its own lines, or a wait this module
 does not know) cannot be read: its frames change under the reader. Where a value refers to its
@@ -410,8 +410,8 @@ def carrying(
     """Read the threads (:func:`find_threads`, whose arguments these are) and, until the block
     ends (:func:`moved` has said whether the pickle may be kept): these threads travel, those
     run (:func:`reduce_thread`), and a carried thread whose wait ends meanwhile is held back
-    before it runs a line of its own (a condition's waiter by :func:`portal.capture.holdback.conditions_held`, a sleeper by
-    :func:`portal.capture.holdback.sleepers_held`).
+    before it runs a line of its own (:mod:`portal.capture.holdback`: a condition's waiter at
+    the end of its wait, a sleeper at its next line).
 
     From the first read until both stand, the interpreter switches threads less often
     (:data:`_READING_S`), once every thread that waited for the GIL has had it: a sleeper whose
