@@ -282,7 +282,7 @@ def _trace(
     current = sys._current_frames()
     for ident, frame, mark in sleepers:
         state = states.get(id(frame)) if current.get(ident) is frame else None
-        if state is not None:
+        if state is not None and frame.f_trace is None:  # one traced by its own: left alone
             mark.held = True
             _set_trace(state, _TRACED, None)
             traced.append((state, mark))
