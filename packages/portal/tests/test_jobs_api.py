@@ -106,7 +106,15 @@ def test_run_notice_wait_resume_as_a_library_continues_as_one_run(
     assert status.attempts[1].resumed_from == resumed.checkpoint
     assert status.last_checkpoint is not None and status.last_checkpoint.id == resumed.checkpoint
     assert status.to_json() == portal.views.status(portal.job(started.job.id))  # the --json
-    assert [row["job"] for row in portal.jobs()] == [started.job.id]
+    listed = portal.jobs()
+    assert [(j.job, j.name, j.state, j.attempts, j.recoveries) for j in listed] == [
+        (started.job.id, "counting", "done", 2, 1)
+    ]
+    assert [j.to_json() for j in listed] == portal.views.jobs()  # the --json rows
+    explained = portal.explain(started.job)
+    (notice,) = explained.notices  # the one notice, with the time it gave (read on arrival)
+    assert 0 < notice.notice_s <= 30 and notice.decisions
+    assert explained.to_json() == portal.views.explain(portal.job(started.job.id))
     assert waited.state is JobState.RUNNING  # `until=()` and a timeout: the job as it was then
     assert capfd.readouterr() == ("", "")  # a library prints nothing
 
@@ -188,3 +196,33 @@ def test_an_embedders_own_plugins_are_the_ones_its_portal_uses(tmp_path: Path, w
         started = portal.run("count.py", workdir=work)
         portal.cancel(started.job)
     assert observer.kinds[0] == "created" and observer.kinds[-1] == "cancelled"
+
+
+def test_another_tool_s_row_is_typed_as_portal_s_are_and_an_unknown_key_is_refused() -> None:
+    """A row a plugin lists (bladekit's runs: no checkpoint id, no carry word) types as
+    Portal's own rows do and gives its JSON back key for key; a key the type does not know
+    raises, never drops silently."""
+    from portal.jobs import JobSummary
+
+    row = {
+        "job": "r-1a2b",
+        "name": "app.train",
+        "state": "running",
+        "script": "bladekit app::train",
+        "created_at": 10.0,
+        "started_at": 10.0,
+        "ended_at": None,
+        "duration_s": 5.0,
+        "attempts": 1,
+        "recoveries": 0,
+        "machine": "local",
+        "last_checkpoint": {"id": None, "bytes": 1024, "created_at": 12.0},
+        "carry": None,
+        "source": "bladekit",
+        "error": None,
+    }
+    typed = JobSummary.from_json(row)
+    assert typed.last_checkpoint is not None and typed.last_checkpoint.bytes == 1024
+    assert typed.to_json() == row
+    with pytest.raises(TypeError):
+        JobSummary.from_json({**row, "cost_usd": 1.0})

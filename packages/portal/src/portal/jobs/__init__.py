@@ -14,6 +14,7 @@ Every action answers with a typed value (:mod:`portal.jobs.results`) or raises a
 docs/embedding.md.
 """
 
+from portal.jobs.listing import Explanation, JobSummary, NoticeAccount, PolicyDecision
 from portal.jobs.output import Output, Said
 from portal.jobs.results import (
     Cancelled,
@@ -37,13 +38,17 @@ __all__ = [
     "Cancelled",
     "CarryStatus",
     "CheckpointRef",
+    "Explanation",
     "JobRef",
     "JobStatus",
+    "JobSummary",
     "Moved",
     "NotPlacedError",
+    "NoticeAccount",
     "NoticeSent",
     "Output",
     "Placement",
+    "PolicyDecision",
     "Portal",
     "Said",
     "Started",

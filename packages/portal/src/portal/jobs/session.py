@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from portal.control import silence
 from portal.control.checkpoints import CheckpointView, job_checkpoints
@@ -48,6 +48,7 @@ from portal.jobs.checks import (
     refuse_offers_for_run,
     resumable_states,
 )
+from portal.jobs.listing import Explanation, JobSummary
 from portal.jobs.output import STREAMS, Output, Said, job_output
 from portal.jobs.placement import OnOffers, local_only, offers_installed
 from portal.jobs.ranks import nproc_option
@@ -440,13 +441,15 @@ class Portal:
         gives the object ``portal status JOB --json`` prints (schema in docs/cli-json.md)."""
         return JobStatus.from_json(self.views.status(self.job(job)))
 
-    def jobs(self) -> list[dict[str, Any]]:
-        """Every job, oldest first: the rows ``portal jobs --json`` prints."""
-        return self.views.jobs()
+    def jobs(self) -> list[JobSummary]:
+        """Every job, oldest first, other tools' too: the rows ``portal jobs --json`` prints
+        (:meth:`JobSummary.to_json`)."""
+        return [JobSummary.from_json(row) for row in self.views.jobs()]
 
-    def explain(self, job: JobRef) -> dict[str, Any]:
-        """Every notice the job got and what was decided at it: ``portal explain --json``."""
-        return self.views.explain(self.job(job))
+    def explain(self, job: JobRef) -> Explanation:
+        """Every notice the job got and what was decided at it, and the checkpoint check's and
+        placement's decisions: ``portal explain --json`` (:meth:`Explanation.to_json`)."""
+        return Explanation.from_json(self.views.explain(self.job(job)))
 
     def events(
         self, job: JobRef, *, after: int = 0, follow: bool = False, poll_s: float = 0.2

@@ -99,14 +99,15 @@ class CarryStatus:
     checked_at: float | None
 
 
-def _plain(value: Any) -> Any:
-    """JSON's shapes: tuples as lists, a state as its string."""
+def json_shapes(value: Any) -> Any:
+    """JSON's shapes: tuples as lists, a state as its string (the ``to_json`` of these typed
+    accounts, and of :mod:`portal.jobs.listing`'s)."""
     if isinstance(value, JobState):
         return str(value)
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: json_shapes(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [json_shapes(v) for v in value]
     return value
 
 
@@ -169,7 +170,7 @@ class JobStatus:
 
     def to_json(self) -> dict[str, Any]:
         """The object ``portal status JOB --json`` prints, key for key."""
-        found = _plain(attrs.asdict(self))
+        found = json_shapes(attrs.asdict(self))
         assert isinstance(found, dict)
         return found
 
