@@ -206,8 +206,7 @@ def callable_iteration(callee: FrameType, caller: FrameType) -> int | None:
     depth = stackdepth.depth_before(code, lasti)
     if depth is None or not 1 <= depth <= code.co_stacksize:
         return None
-    top = _iframe(caller) + _layout().localsplus + (local_slot_count(code) + depth - 1) * _PTR
-    address = ctypes.c_void_p.from_address(top).value
+    address = ctypes.c_void_p.from_address(_stack_slot(caller, depth - 1)).value
     if not address:
         return None
     iterator = ctypes.cast(address, ctypes.py_object).value
@@ -221,6 +220,11 @@ def callable_iteration(callee: FrameType, caller: FrameType) -> int | None:
     return depth
 
 
+def _stack_slot(frame: FrameType, index: int) -> int:
+    """The address of entry ``index`` (from the bottom) of ``frame``'s value stack."""
+    return _iframe(frame) + _layout().localsplus + (local_slot_count(frame.f_code) + index) * _PTR
+
+
 def _call_operands(caller: FrameType, operands: int) -> tuple[int, object, int] | None:
     """For a frame at a call taking ``operands`` stack slots: the depth of its stack below
     them, the callable, and the address of the slot after the callable's pair (the first
@@ -231,7 +235,7 @@ def _call_operands(caller: FrameType, operands: int) -> tuple[int, object, int] 
     if depth is None or not operands <= depth <= code.co_stacksize:
         return None
     below = depth - operands
-    first = _iframe(caller) + _layout().localsplus + (local_slot_count(code) + below) * _PTR
+    first = _stack_slot(caller, below)
     pair = [ctypes.c_void_p.from_address(first + i * _PTR).value for i in (0, 1)]
     if sum(1 for address in pair if not address) != 1:
         return None

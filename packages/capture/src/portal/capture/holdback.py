@@ -30,6 +30,7 @@ import _thread
 import ctypes
 import dis
 import functools
+import operator
 import sys
 import threading
 import time
@@ -198,6 +199,10 @@ def _nothing() -> None:
 
 # -- 3.12+: a sys.monitoring tool of its own ------------------------------------------------
 
+#: The events after a sleep that hold the thread: its next line, a jump (a loop's way back to
+#: the same line fires no line event), a return, a call.
+_EVENTS: Final = ("LINE", "JUMP", "BRANCH", "PY_RETURN", "CALL")
+
 
 def _monitor(
     sleepers: Sequence[tuple[int, FrameType, SleepMark]], arrive: Callable[[], None]
@@ -206,15 +211,15 @@ def _monitor(
     tool = next((t for t in (5, 4, 3, 2) if monitoring.get_tool(t) is None), None)
     if tool is None:
         return _nothing
-    events = monitoring.events
-    wanted = events.LINE | events.JUMP | events.BRANCH | events.PY_RETURN | events.CALL
+    events = [getattr(monitoring.events, name) for name in _EVENTS]
+    wanted = functools.reduce(operator.or_, events)
 
     def callback(*_: object) -> Any:
         arrive()
         return None
 
     monitoring.use_tool_id(tool, "portal-held-sleepers")
-    for event in (events.LINE, events.JUMP, events.BRANCH, events.PY_RETURN, events.CALL):
+    for event in events:
         monitoring.register_callback(tool, event, callback)
     codes: dict[int, CodeType] = {}
     for _, frame, mark in sleepers:
@@ -225,7 +230,7 @@ def _monitor(
     def undo() -> None:
         for code in codes.values():
             monitoring.set_local_events(tool, code, 0)
-        for event in (events.LINE, events.JUMP, events.BRANCH, events.PY_RETURN, events.CALL):
+        for event in events:
             monitoring.register_callback(tool, event, None)
         monitoring.free_tool_id(tool)
 
@@ -239,6 +244,7 @@ _TRACE_FUNC: Final = ctypes.CFUNCTYPE(
 )
 
 
+@functools.cache
 def _api(name: str, restype: Any, *argtypes: Any) -> Any:
     """A C API function of the interpreter's, typed here (``ctypes.pythonapi``'s own objects are
     shared with every other user of it: their types are not set here)."""

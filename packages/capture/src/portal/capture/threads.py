@@ -215,8 +215,8 @@ def find_threads(
         marks.append(parked.mark)
         if parked.cond is not None:
             conditions.append(parked.cond)
-        if parked.sleeping is not None and isinstance(parked.mark, SleepMark):
-            sleepers.append((ident, parked.sleeping, parked.mark))
+        if parked.sleeping is not None:
+            sleepers.append((ident, *parked.sleeping))
     return CarriedThreads(records, live, busy, marks, conditions, sleepers)
 
 
@@ -262,8 +262,9 @@ class _Parked(NamedTuple):
     #: whole stack, the iterator on top).
     below: int | None = None
     cond: threading.Condition | None = None  # the condition it waits on (:func:`carrying`)
-    #: Its frame in a sleep after which it can be held (:mod:`portal.capture.holdback`).
-    sleeping: FrameType | None = None
+    #: Its frame in a sleep after which it can be held, and its mark there
+    #: (:mod:`portal.capture.holdback`).
+    sleeping: tuple[FrameType, SleepMark] | None = None
 
 
 def _parked(
@@ -343,7 +344,9 @@ def _asleep(
         return None
     mark = SleepMark(clock, before)
     quiet = quiet_after(innermost, _frames.c_call_continuation(innermost))
-    return _Parked(chain, wait, None, mark, call.below, sleeping=innermost if quiet else None)
+    return _Parked(
+        chain, wait, None, mark, call.below, sleeping=(innermost, mark) if quiet else None
+    )
 
 
 #: ``time.sleep`` as the interpreter made it (a program may put another in its place).
